@@ -1,0 +1,1 @@
+"""The write side: events, their codec, ids, errors and the LMDB log."""

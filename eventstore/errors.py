@@ -1,0 +1,83 @@
+"""The exception tree of Tiny ConvMem: one class per SPEC error code.
+
+    ConvMemError                 (root, never raised itself)
+    ├── ValidationError          VALIDATION_ERROR
+    ├── NotFoundError            NOT_FOUND
+    ├── ConflictError            CONFLICT
+    ├── BusyError                BUSY
+    ├── StoreIOError             IO_ERROR
+    ├── CorruptStoreError        CORRUPT_STORE
+    └── InternalError            INTERNAL_ERROR
+
+Messages name the field and the constraint, never the offending value.
+Foreign exceptions (``lmdb.*``, CBOR decoding, ``OSError``) are translated
+exactly once, by :func:`translate`, at the storage boundary.
+"""
+
+from __future__ import annotations
+
+import errno
+
+
+class ConvMemError(Exception):
+    """Root of every application error; ``code`` is the SPEC error code."""
+
+    code = "INTERNAL_ERROR"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ValidationError(ConvMemError):
+    code = "VALIDATION_ERROR"
+
+
+class NotFoundError(ConvMemError):
+    code = "NOT_FOUND"
+
+
+class ConflictError(ConvMemError):
+    code = "CONFLICT"
+
+
+class BusyError(ConvMemError):
+    code = "BUSY"
+
+
+class StoreIOError(ConvMemError):
+    code = "IO_ERROR"
+
+
+class CorruptStoreError(ConvMemError):
+    code = "CORRUPT_STORE"
+
+
+class InternalError(ConvMemError):
+    code = "INTERNAL_ERROR"
+
+
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def translate(exc: BaseException, action: str) -> ConvMemError:
+    """Map a foreign exception raised while doing ``action`` to our tree."""
+    import cbor2
+    import lmdb
+
+    if isinstance(exc, ConvMemError):
+        return exc
+    if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError,
+                        lmdb.InvalidError, lmdb.VersionMismatchError,
+                        lmdb.BadChecksumError, cbor2.CBORDecodeError)):
+        return CorruptStoreError(f"{action}: the store failed an integrity check ({type(exc).__name__})")
+    if isinstance(exc, lmdb.DiskError) or (
+            isinstance(exc, OSError) and exc.errno in _DISK_FULL):
+        return StoreIOError(f"{action}: the disk is full or refused the write")
+    if isinstance(exc, lmdb.ReadonlyError):
+        return StoreIOError(f"{action}: the store is read-only")
+    if isinstance(exc, (lmdb.MemoryError, MemoryError)):
+        return InternalError(f"{action}: out of memory")
+    if isinstance(exc, (lmdb.Error, OSError)):
+        return StoreIOError(f"{action}: storage error ({type(exc).__name__})")
+    return InternalError(f"{action}: unexpected internal error ({type(exc).__name__})")

@@ -1,0 +1,71 @@
+"""Events: one frozen dataclass per fact, each with a type tag and a schema version.
+
+A command decides everything non-deterministic (id, clock, revision) and puts
+it in the event, so applying events is a pure function of the log.
+
+``MessageWritten`` is both "a message was created" and, after compaction,
+"this message exists with this current state" (a re-materialized event).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+KINDS = ("conversation", "episode", "semantic", "procedure", "preference", "summary")
+TIERS = ("short", "mid", "long", "discard")
+ROLES = ("user", "assistant", "system")
+RELATION_TYPES = ("depends_on", "derived_from", "supersedes", "related_to")
+
+
+@dataclass(frozen=True)
+class Metadata:
+    tags: tuple[str, ...] = ()
+    memory_tier: str = "short"
+    memory_kind: str = "conversation"
+    importance: int = 50
+    tool_call_id: str | None = None
+    summary: str | None = None
+    relations: tuple[tuple[str, str], ...] = ()   # (type, target message id)
+    source_message_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Message:
+    message_id: str
+    session_id: str
+    role: str
+    content: str
+    timestamp: int
+    updated_at: int
+    revision: int = 1
+    metadata: Metadata = field(default_factory=Metadata)
+
+
+@dataclass(frozen=True)
+class MessageWritten:
+    TYPE = "MessageWritten"
+    VERSION = 1
+    message: Message
+
+
+@dataclass(frozen=True)
+class MessageUpdated:
+    """``content`` is None when the content did not change; metadata is whole."""
+
+    TYPE = "MessageUpdated"
+    VERSION = 1
+    message_id: str
+    revision: int
+    updated_at: int
+    content: str | None
+    metadata: Metadata
+
+
+@dataclass(frozen=True)
+class MessageDeleted:
+    TYPE = "MessageDeleted"
+    VERSION = 1
+    message_id: str
+
+
+Event = MessageWritten | MessageUpdated | MessageDeleted

@@ -1,0 +1,39 @@
+"""Message ids: canonical ULIDs, strictly increasing across the whole store.
+
+``python-ulid`` is monotonic only within one process and one clock; the store
+persists the last id and every new id is ``max(candidate, last + 1)``, so id
+order is creation order across restarts, processes and clock steps back.
+Ids are kept as 16 big-endian bytes in keys (they sort like the strings).
+"""
+
+from __future__ import annotations
+
+from ulid import ULID
+
+_MAX = (1 << 128) - 1
+_CROCKFORD = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+
+
+def next_id(last: bytes | None, now_ms: int, randomness: int) -> bytes:
+    """The id to give the next message: after ``last``, stamped ``now_ms``."""
+    candidate = ((now_ms & ((1 << 48) - 1)) << 80) | (randomness & ((1 << 80) - 1))
+    if last is not None:
+        candidate = max(candidate, int.from_bytes(last, "big") + 1)
+    if candidate > _MAX:
+        raise OverflowError("id space exhausted")
+    return candidate.to_bytes(16, "big")
+
+
+def is_canonical(text: object) -> bool:
+    """True for a 26-character upper-case Crockford ULID (first char ≤ '7')."""
+    if not isinstance(text, str) or len(text) != 26 or text[0] > "7":
+        return False
+    return set(text) <= _CROCKFORD
+
+
+def to_bytes(text: str) -> bytes:
+    return bytes(ULID.from_str(text))
+
+
+def to_str(raw: bytes) -> str:
+    return str(ULID.from_bytes(raw))

@@ -1,0 +1,511 @@
+"""The event log on LMDB: one environment per store directory.
+
+LMDB discipline, followed everywhere in this package:
+
+* every transaction lives in a ``with`` block; read transactions are short;
+* all writes of a process come from one thread (the caller's writer thread);
+* an environment is never used across ``fork()``;
+* only named sub-databases are used; keys stay ≤ 511 bytes;
+* ``MapFullError`` aborts the transaction, the map is grown with no write
+  transaction open, and the whole command is retried; ``MapResizedError``
+  (another process grew the map) is adopted with ``set_mapsize(0)``;
+* indexes hold ids and sequence numbers, never copies of content.
+
+Sub-databases owned here: ``events`` (8-byte big-endian sequence → CBOR event)
+and ``meta`` (format version, projection schema version, watermark, last id,
+logical I/O counters).  The read models are owned by a *projector* passed in
+by the caller; it is applied to every event inside the transaction that
+appends it, so no reader ever sees one without the other.
+
+Several processes may open one store; each holds a shared ``flock`` on
+``convmem.lock`` for as long as it is open, and compaction asks for it
+exclusively (``BUSY`` when that fails).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Protocol
+
+import lmdb
+
+from . import codec, ids
+from .errors import BusyError, ConvMemError, CorruptStoreError, StoreIOError, translate
+from .events import Event
+
+FORMAT_VERSION = 2
+LOCK_FILE = "convmem.lock"
+COMPACT_DIR = "compact.tmp"
+DATA_FILE = "data.mdb"
+_INITIAL_MAP = 64 << 20
+_MAX_MAP = 1 << 40
+_IO_KEYS = ("write_bytes", "write_calls", "flush_calls", "truncate_calls", "replace_calls")
+_REPLAY_BATCH = 2000
+_CARRIED = (b"last_id", b"secret")   # meta kept across compaction besides counters
+
+
+class Projector(Protocol):
+    """What the store needs from the read side."""
+
+    schema_version: int
+    db_specs: dict[str, dict]
+
+    def apply(self, tx: "Tx", seq: int, event: Event, size: int) -> None: ...
+
+
+@dataclass
+class Tx:
+    """A transaction plus the sub-database handles, handed to projectors."""
+
+    txn: lmdb.Transaction
+    dbs: dict[str, object]
+
+    def db(self, name: str):
+        return self.dbs[name]
+
+
+@dataclass
+class WriteTx(Tx):
+    """A write transaction in which a command decides and appends its events."""
+
+    store: "EventStore" = None  # type: ignore[assignment]
+    appended: list[tuple[int, int]] = field(default_factory=list)
+
+    def now_ms(self) -> int:
+        return self.store.clock()
+
+    def new_id(self, now_ms: int) -> str:
+        last = self.txn.get(b"last_id", db=self.dbs["meta"])
+        raw = ids.next_id(last, now_ms, self.store.rng.getrandbits(80))
+        self.txn.put(b"last_id", raw, db=self.dbs["meta"])
+        return ids.to_str(raw)
+
+    def append(self, event: Event) -> int:
+        """Append ``event`` to the log and apply every projector to it."""
+        raw = codec.encode_event(event)
+        seq = self.store._last_seq(self.txn) + 1
+        self.txn.put(codec.seq_key(seq), raw, db=self.dbs["events"], append=True)
+        self.store.projector.apply(self, seq, event, len(raw))
+        _put_int(self.txn, self.dbs["meta"], b"watermark", seq)
+        self.appended.append((seq, len(raw)))
+        return seq
+
+
+def _get_int(txn, db, key: bytes, default: int | None = None) -> int | None:
+    raw = txn.get(key, db=db)
+    return default if raw is None else int.from_bytes(raw, "big")
+
+
+def _put_int(txn, db, key: bytes, value: int) -> None:
+    txn.put(key, value.to_bytes(8, "big"), db=db)
+
+
+def _system_clock() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class EventStore:
+    """An open store directory.  Close it (or use ``with``) before reopening."""
+
+    def __init__(self, path: str, projector: Projector, *, clock: Callable[[], int] = _system_clock,
+                 rng: random.Random | None = None, map_size: int = _INITIAL_MAP) -> None:
+        self.path = os.path.abspath(path)
+        self.projector = projector
+        self.clock = clock
+        self.rng = rng or random.SystemRandom()
+        self.recovered_tail = False
+        self._map_size = map_size
+        self._env: lmdb.Environment | None = None
+        self._dbs: dict[str, object] = {}
+        self._lock_fd: int | None = None
+        self._open()
+
+    # ----------------------------------------------------------------- opening
+    def _open(self) -> None:
+        try:
+            _make_private_dir(self.path)
+            self._lock_fd = _open_private(os.path.join(self.path, LOCK_FILE))
+            fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+            leftover = os.path.join(self.path, COMPACT_DIR)
+            if os.path.exists(leftover) and self._try_exclusive():
+                shutil.rmtree(leftover)
+                self.recovered_tail = True
+                fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+            self._open_env()
+            self._verify_and_recover()
+        except BaseException as exc:
+            self.close()
+            if isinstance(exc, ConvMemError):
+                raise
+            raise translate(exc, "opening the store") from exc
+
+    def _open_env(self) -> None:
+        names = ["events", "meta", *self.projector.db_specs]
+        self._env = lmdb.open(self.path, map_size=self._map_size, max_dbs=len(names) + 4,
+                              subdir=True, sync=True, metasync=True, mode=0o600,
+                              max_readers=256, readahead=False)
+        _chmod_private(self.path)
+        self._env.reader_check()
+        specs = {"events": {}, "meta": {}, **self.projector.db_specs}
+        with self._env.begin(write=True) as txn:
+            self._dbs = {n: self._env.open_db(n.encode(), txn=txn, **flags)
+                         for n, flags in specs.items()}
+
+    def _verify_and_recover(self) -> None:
+        with self.read() as tx:
+            meta = tx.db("meta")
+            version = _get_int(tx.txn, meta, b"format_version")
+            last = self._last_seq(tx.txn)
+            if version is None:
+                if last:
+                    raise CorruptStoreError("the store has events but no format version")
+                fresh = True
+            else:
+                fresh = False
+                if version != FORMAT_VERSION:
+                    raise CorruptStoreError(
+                        f"unsupported store format version {version} (expected {FORMAT_VERSION})")
+                self._check_newest_event(tx)
+                watermark = _get_int(tx.txn, meta, b"watermark", 0)
+                schema = _get_int(tx.txn, meta, b"schema_version", 0)
+                if watermark > last:
+                    raise CorruptStoreError("projection watermark is ahead of the event log; "
+                                            "run `convmem replay` to rebuild the read models")
+        if fresh:
+            self._initialize()
+        elif schema != self.projector.schema_version:
+            self.rebuild_projections()
+            self.recovered_tail = True
+        elif watermark < last:
+            self._replay_from(watermark + 1)
+            self.recovered_tail = True
+
+    def _initialize(self) -> None:
+        with self._env.begin(write=True) as txn:
+            meta = self._dbs["meta"]
+            _put_int(txn, meta, b"format_version", FORMAT_VERSION)
+            _put_int(txn, meta, b"schema_version", self.projector.schema_version)
+            _put_int(txn, meta, b"watermark", 0)
+            txn.put(b"io", codec.dumps({k: 0 for k in _IO_KEYS}), db=meta)
+            txn.put(b"secret", os.urandom(32), db=meta)
+
+    # ---------------------------------------------------------------- locking
+    def _try_exclusive(self) -> bool:
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    # ------------------------------------------------------------ transactions
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Tx]:
+        """A short read transaction (adopts a map grown by another process)."""
+        txn = self._begin(write=False)
+        try:
+            yield Tx(txn, self._dbs)
+        finally:
+            txn.abort()
+
+    def _begin(self, write: bool) -> lmdb.Transaction:
+        if self._env is None:
+            raise StoreIOError("the store is closed")
+        try:
+            return self._env.begin(write=write)
+        except lmdb.MapResizedError:
+            self._env.set_mapsize(0)
+            return self._env.begin(write=write)
+
+    def execute(self, command: Callable[[WriteTx], object]):
+        """Run ``command`` in one durable write transaction and return its result.
+
+        The command reads state, decides, and appends events; projectors,
+        watermark and I/O counters are updated in the same transaction; the
+        commit is synced before this returns.  On a full map the transaction
+        is aborted, the map grown, and the command run again.
+        """
+        for _ in range(64):
+            try:
+                return self._execute_once(command)
+            except lmdb.MapFullError:
+                self._grow()
+            except ConvMemError:
+                raise
+            except Exception as exc:
+                raise translate(exc, "writing to the store") from exc
+        raise StoreIOError("writing to the store: the map could not grow enough")
+
+    def _execute_once(self, command):
+        txn = self._begin(write=True)
+        try:
+            w = WriteTx(txn, self._dbs, store=self)
+            result = command(w)
+            if w.appended:
+                self._count_io(txn, w.appended)
+            txn.commit()
+            return result
+        except BaseException:
+            txn.abort()
+            raise
+
+    def _count_io(self, txn, appended: list[tuple[int, int]]) -> None:
+        io = self.io_counters(txn)
+        io["write_calls"] += 1
+        io["write_bytes"] += sum(size for _, size in appended)
+        io["flush_calls"] += 1
+        txn.put(b"io", codec.dumps(io), db=self._dbs["meta"])
+
+    def _grow(self) -> None:
+        size = max(self._env.info()["map_size"] * 2, _INITIAL_MAP)
+        if size > _MAX_MAP:
+            raise StoreIOError("writing to the store: the map reached its maximum size")
+        self._env.set_mapsize(size)
+        self._map_size = size
+
+    # ------------------------------------------------------------------ reads
+    def _last_seq(self, txn) -> int:
+        """The newest sequence number; never goes back, compaction included."""
+        floor = _get_int(txn, self._dbs["meta"], b"seq_floor", 0)
+        with txn.cursor(db=self._dbs["events"]) as cur:
+            return max(codec.seq_of(cur.key()) if cur.last() else 0, floor)
+
+    def _check_newest_event(self, tx: Tx) -> None:
+        with tx.txn.cursor(db=tx.db("events")) as cur:
+            if cur.last():
+                codec.decode_event(cur.value())
+
+    def last_sequence(self, tx: Tx) -> int:
+        return self._last_seq(tx.txn)
+
+    def secret(self, tx: Tx) -> bytes:
+        """A random per-store key (for signing cursors); stable across compaction."""
+        return tx.txn.get(b"secret", db=tx.db("meta")) or b""
+
+    def watermark(self, tx: Tx) -> int:
+        return _get_int(tx.txn, tx.db("meta"), b"watermark", 0)
+
+    def io_counters(self, txn) -> dict[str, int]:
+        raw = txn.get(b"io", db=self._dbs["meta"])
+        found = codec.loads(raw) if raw else {}
+        return {k: found.get(k, 0) for k in _IO_KEYS}
+
+    def event(self, tx: Tx, seq: int) -> Event:
+        raw = tx.txn.get(codec.seq_key(seq), db=tx.db("events"))
+        if raw is None:
+            raise CorruptStoreError("a read model points at an event missing from the log")
+        return codec.decode_event(raw)
+
+    def iter_events(self, tx: Tx, start: int = 1) -> Iterator[tuple[int, Event, int]]:
+        with tx.txn.cursor(db=tx.db("events")) as cur:
+            if not cur.set_range(codec.seq_key(start)):
+                return
+            for key, raw in cur:
+                yield codec.seq_of(key), codec.decode_event(raw), len(raw)
+
+    def db_bytes(self, tx: Tx, name: str) -> int:
+        st = tx.txn.stat(tx.db(name))
+        pages = st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+        return pages * st["psize"]
+
+    def file_size(self) -> int:
+        try:
+            return os.path.getsize(os.path.join(self.path, DATA_FILE))
+        except OSError:
+            return 0
+
+    # ----------------------------------------------------------------- replay
+    def rebuild_projections(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Drop every read model and rebuild it from the log alone."""
+        def drop(w: WriteTx) -> None:
+            for name in self.projector.db_specs:
+                w.txn.drop(w.db(name), delete=False)
+            _put_int(w.txn, w.db("meta"), b"watermark", 0)
+            _put_int(w.txn, w.db("meta"), b"schema_version", self.projector.schema_version)
+        self._retrying(drop)
+        return self._replay_from(1, progress)
+
+    def _replay_from(self, start: int, progress=None) -> int:
+        with self.read() as tx:
+            last = self._last_seq(tx.txn)
+        total, seq = 0, start
+        while seq <= last:
+            seq, done = self._retrying(lambda w: self._replay_batch(w, seq, last))
+            total += done
+            if progress:
+                progress(seq - 1, last)
+        return total
+
+    def _replay_batch(self, w: WriteTx, start: int, last: int) -> tuple[int, int]:
+        done, nxt = 0, last + 1
+        for seq, event, size in self.iter_events(w, start):
+            if done == _REPLAY_BATCH:
+                nxt = seq
+                break
+            self.projector.apply(w, seq, event, size)
+            done += 1
+        _put_int(w.txn, w.db("meta"), b"watermark", nxt - 1)
+        return nxt, done
+
+    def _retrying(self, fn):
+        """Like execute() but never counts I/O: for maintenance transactions."""
+        for _ in range(64):
+            txn = self._begin(write=True)
+            try:
+                result = fn(WriteTx(txn, self._dbs, store=self))
+                txn.commit()
+                return result
+            except lmdb.MapFullError:
+                txn.abort()
+                self._grow()
+            except BaseException as exc:
+                txn.abort()
+                if isinstance(exc, ConvMemError):
+                    raise
+                raise translate(exc, "rebuilding the read models") from exc
+        raise StoreIOError("rebuilding the read models: the map could not grow enough")
+
+    # ------------------------------------------------------------- compaction
+    def compact(self, live: Callable[[Tx], tuple[int, Iterable[Event]]]) -> dict[str, int]:
+        """Rewrite the log as one event per live message into a fresh file.
+
+        ``live(tx)`` returns the number of live messages and an iterator of
+        re-materialized events.  Needs the store alone (``BUSY`` otherwise).
+        The new file replaces ``data.mdb`` by one atomic ``rename``; a crash
+        before it leaves the old store, after it the new one.
+        """
+        if not self._try_exclusive():
+            raise BusyError("rebuild_index needs the store alone: another process has it open")
+        try:
+            return self._compact_exclusive(live)
+        finally:
+            if self._lock_fd is not None:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+
+    def _compact_exclusive(self, live) -> dict[str, int]:
+        tmp = os.path.join(self.path, COMPACT_DIR)
+        bytes_before = self.file_size()
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            _make_private_dir(tmp)
+            with self.read() as tx:
+                old_last = self._last_seq(tx.txn)
+                records = tx.txn.stat(tx.db("events"))["entries"]
+                io = self.io_counters(tx.txn)
+                carried = {k: tx.txn.get(k, db=tx.db("meta")) for k in _CARRIED}
+                count, events = live(tx)
+                written = self._write_fresh(tmp, old_last - count + 1, count, events, io, carried)
+            _fsync_path(os.path.join(tmp, DATA_FILE))
+        except ConvMemError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        except Exception as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise translate(exc, "compacting the store") from exc
+        self._swap_in(tmp)
+        return {"messages_indexed": written, "records_removed": records - written,
+                "bytes_before": bytes_before, "bytes_after": self.file_size()}
+
+    def _write_fresh(self, tmp: str, first_seq: int, count: int, events: Iterable[Event],
+                     io: dict[str, int], carried: dict[bytes, bytes | None]) -> int:
+        fresh = EventStore.__new__(EventStore)
+        fresh.__dict__.update(path=tmp, projector=self.projector, clock=self.clock, rng=self.rng,
+                              recovered_tail=False, _map_size=self._env.info()["map_size"],
+                              _env=None, _dbs={}, _lock_fd=None)
+        fresh._open_env()
+        try:
+            fresh._initialize()
+            seq, batch = first_seq, []
+            for event in events:
+                batch.append(event)
+                if len(batch) == _REPLAY_BATCH:
+                    seq = fresh._retrying(lambda w: fresh._append_batch(w, seq, batch))
+                    batch = []
+            seq = fresh._retrying(lambda w: fresh._append_batch(w, seq, batch))
+            if seq - first_seq != count:
+                raise CorruptStoreError("compaction found a different number of live messages than counted")
+            io = dict(io, replace_calls=io["replace_calls"] + 1)
+
+            def finish(w: WriteTx) -> None:
+                w.txn.put(b"io", codec.dumps(io), db=w.db("meta"))
+                _put_int(w.txn, w.db("meta"), b"seq_floor", first_seq - 1 + count)
+                _put_int(w.txn, w.db("meta"), b"watermark", first_seq - 1 + count)
+                for k, v in carried.items():
+                    if v is not None:
+                        w.txn.put(k, v, db=w.db("meta"))
+            fresh._retrying(finish)
+            fresh._env.sync(True)
+            return seq - first_seq
+        finally:
+            fresh._env.close()
+
+    def _append_batch(self, w: WriteTx, seq: int, events: list[Event]) -> int:
+        for event in events:
+            raw = codec.encode_event(event)
+            w.txn.put(codec.seq_key(seq), raw, db=w.db("events"), append=True)
+            self.projector.apply(w, seq, event, len(raw))
+            _put_int(w.txn, w.db("meta"), b"watermark", seq)
+            seq += 1
+        return seq
+
+    def _swap_in(self, tmp: str) -> None:
+        """Close, atomically replace data.mdb by the compacted file, reopen."""
+        self._env.close()
+        self._env = None
+        try:
+            os.replace(os.path.join(tmp, DATA_FILE), os.path.join(self.path, DATA_FILE))
+            _fsync_path(self.path)
+            shutil.rmtree(tmp, ignore_errors=True)
+            self._open_env()
+        except Exception as exc:
+            raise translate(exc, "replacing the store file") from exc
+
+    # ---------------------------------------------------------------- closing
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> "EventStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _make_private_dir(path: str) -> None:
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    _chmod_private(path)
+
+
+def _chmod_private(path: str) -> None:
+    """Directory 0700 and every file directly in it 0600, whatever the umask."""
+    if os.stat(path).st_mode & 0o077:
+        os.chmod(path, 0o700)
+    for name in os.listdir(path):
+        full = os.path.join(path, name)
+        if os.path.isfile(full) and os.stat(full).st_mode & 0o077:
+            os.chmod(full, 0o600)
+
+
+def _open_private(path: str) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.fchmod(fd, 0o600)
+    return fd
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+

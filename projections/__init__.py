@@ -1,0 +1,1 @@
+"""Read models of the event log, one module per model, and the ranker."""

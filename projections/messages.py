@@ -1,0 +1,101 @@
+"""Read model: the current state of every live message.
+
+``messages``: 16-byte id → CBOR state.  The state holds metadata and the
+sequence number of the event that carries the current content (``c``), never
+a copy of the content itself.  ``d`` is the document number: the sequence of
+the event that created the message in this log, used by the other indexes.
+A deleted message has no state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from eventstore import codec
+from eventstore.errors import CorruptStoreError
+from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata
+from eventstore.ids import to_bytes
+from eventstore.store import Tx
+
+DB = "messages"
+SPECS = {DB: {}}
+
+
+@dataclass(frozen=True)
+class State:
+    message_id: str
+    docno: int
+    content_seq: int
+    session_id: str
+    role: str
+    timestamp: int
+    updated_at: int
+    revision: int
+    metadata: Metadata
+    content_bytes: int
+    log_bytes: int        # encoded bytes of this message's events in the log
+    dead_counted: bool    # whether those bytes already count as dead
+
+
+def _encode(s: State) -> bytes:
+    return codec.dumps([s.docno, s.content_seq, s.session_id, s.role, s.timestamp,
+                        s.updated_at, s.revision, codec.metadata_to_list(s.metadata),
+                        s.content_bytes, s.log_bytes, s.dead_counted])
+
+
+def _decode(message_id: str, raw: bytes) -> State:
+    try:
+        d, c, sess, role, ts, upd, rev, meta, nbytes, lb, dc = codec.loads(raw)
+        return State(message_id, d, c, sess, role, ts, upd, rev,
+                     codec.metadata_from_list(meta), nbytes, lb, dc)
+    except Exception as exc:
+        raise CorruptStoreError("a message record could not be decoded") from exc
+
+
+def get(tx: Tx, message_id: str) -> State | None:
+    raw = tx.txn.get(to_bytes(message_id), db=tx.db(DB))
+    return None if raw is None else _decode(message_id, raw)
+
+
+def get_raw_id(tx: Tx, raw_id: bytes, message_id: str) -> State | None:
+    raw = tx.txn.get(raw_id, db=tx.db(DB))
+    return None if raw is None else _decode(message_id, raw)
+
+
+def put(tx: Tx, state: State) -> None:
+    tx.txn.put(to_bytes(state.message_id), _encode(state), db=tx.db(DB))
+
+
+def remove(tx: Tx, message_id: str) -> None:
+    tx.txn.delete(to_bytes(message_id), db=tx.db(DB))
+
+
+def content(tx: Tx, state: State) -> str:
+    """The current content, read from the event that carries it."""
+    raw = tx.txn.get(codec.seq_key(state.content_seq), db=tx.db("events"))
+    if raw is None:
+        raise CorruptStoreError("a message points at an event missing from the log")
+    event = codec.decode_event(raw)
+    text = event.message.content if isinstance(event, MessageWritten) else event.content
+    if not isinstance(text, str):
+        raise CorruptStoreError("a message points at an event without content")
+    return text
+
+
+def load(tx: Tx, state: State) -> Message:
+    return Message(state.message_id, state.session_id, state.role, content(tx, state),
+                   state.timestamp, state.updated_at, state.revision, state.metadata)
+
+
+def from_written(seq: int, event: MessageWritten, size: int) -> State:
+    m = event.message
+    return State(m.message_id, seq, seq, m.session_id, m.role, m.timestamp, m.updated_at,
+                 m.revision, m.metadata, len(m.content.encode("utf-8")), size, False)
+
+
+def after_update(old: State, seq: int, event: MessageUpdated, size: int) -> State:
+    changes = dict(revision=event.revision, updated_at=event.updated_at,
+                   metadata=event.metadata, log_bytes=old.log_bytes + size, dead_counted=True)
+    if event.content is not None:
+        changes.update(content_seq=seq, content_bytes=len(event.content.encode("utf-8")))
+    return replace(old, **changes)

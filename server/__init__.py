@@ -1,0 +1,1 @@
+"""The MCP server, the application service it calls, and the convmem CLI."""

@@ -1,0 +1,48 @@
+"""The JSON shapes of SPEC §3–4, built explicitly, and the response budget."""
+
+from __future__ import annotations
+
+import json
+
+from eventstore.events import Message
+
+BUDGET = 8 * 1024 * 1024 - 64 * 1024   # room for the envelope around the items
+
+
+def dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def size(value: object) -> int:
+    return len(dumps(value).encode("utf-8", "surrogatepass"))
+
+
+def message(m: Message) -> dict:
+    meta = m.metadata
+    md: dict = {}
+    if meta.tool_call_id is not None:
+        md["tool_call_id"] = meta.tool_call_id
+    md.update(tags=list(meta.tags), memory_tier=meta.memory_tier, memory_kind=meta.memory_kind,
+              importance=meta.importance)
+    if meta.summary:
+        md["summary"] = meta.summary
+    md["relations"] = [{"type": t, "message_id": i} for t, i in meta.relations]
+    md["source_message_ids"] = list(meta.source_message_ids)
+    return {"message_id": m.message_id, "session_id": m.session_id, "timestamp": m.timestamp,
+            "role": m.role, "content": m.content, "revision": m.revision,
+            "updated_at": m.updated_at, "metadata": md}
+
+
+class Budget:
+    """Counts the JSON bytes of a page's items against the response budget."""
+
+    def __init__(self, limit: int = BUDGET) -> None:
+        self.left = limit
+
+    def take(self, item: object) -> bool:
+        """Reserve room for ``item``; False (and nothing reserved) when it does not fit."""
+        n = size(item) + 1
+        if n > self.left:
+            return False
+        self.left -= n
+        return True

@@ -1,0 +1,338 @@
+"""The application service: the seven tools' behaviour, with no MCP in sight.
+
+Commands (write, update, delete) decide everything non-deterministic inside
+the store's write transaction and append one event.  Views read the
+projections in one short read transaction.  ``rebuild`` compacts the store
+and excludes every other call while it runs.  The service remembers the last
+storage failure (``last_error``) for health until a later write succeeds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from typing import Iterator
+
+from eventstore.errors import (ConflictError, ConvMemError, CorruptStoreError, NotFoundError,
+                               StoreIOError, ValidationError)
+from eventstore.events import KINDS, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
+from eventstore.store import EventStore, Tx, WriteTx
+from projections import history, messages, relations, search, sessions, stats, terms
+from projections.registry import Projector
+
+from . import cursors, render
+from ._rwlock import RWLock
+
+log = logging.getLogger("convmem")
+CONTEXT_CAP = 50
+
+
+class MemoryService:
+    def __init__(self, path: str, **store_options) -> None:
+        self.path = path
+        self.store = EventStore(path, Projector(), **store_options)
+        self.last_error = ""
+        self._lock = RWLock()
+
+    def close(self) -> None:
+        with self._lock.exclusive():
+            self.store.close()
+
+    # ------------------------------------------------------------- commands
+    def _write(self, command):
+        with self._lock.shared():
+            try:
+                result = self.store.execute(command)
+            except (StoreIOError, CorruptStoreError) as exc:
+                self.last_error = exc.message
+                raise
+        self.last_error = ""
+        return result
+
+    def write_message(self, session_id: str, role: str, content: str, metadata: Metadata) -> dict:
+        def command(w: WriteTx) -> Message:
+            now = w.now_ms()
+            msg = Message(w.new_id(now), session_id, role, content, now, now, 1, metadata)
+            w.append(MessageWritten(msg))
+            return msg
+        return {"status": "OK", "message": render.message(self._write(command))}
+
+    def update_message(self, message_id: str, content: str | None, patch: dict,
+                       expected_revision: int | None) -> dict:
+        def command(w: WriteTx) -> tuple[bool, Message]:
+            old = self._live(w, message_id, expected_revision)
+            msg = messages.load(w, old)
+            meta = replace(old.metadata, **patch)
+            new_content = content if content is not None and content != msg.content else None
+            if new_content is None and meta == old.metadata:
+                return False, msg
+            updated_at = max(w.now_ms(), old.updated_at)
+            w.append(MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta))
+            return True, replace(msg, content=content if new_content is not None else msg.content,
+                                 metadata=meta, revision=old.revision + 1, updated_at=updated_at)
+        changed, msg = self._write(command)
+        return {"status": "OK", "changed": changed, "message": render.message(msg)}
+
+    def delete_message(self, message_id: str, session_id: str | None) -> dict:
+        def command(w: WriteTx) -> bool:
+            state = messages.get(w, message_id)
+            if state is None or (session_id is not None and state.session_id != session_id):
+                return False
+            w.append(MessageDeleted(message_id))
+            return True
+        return {"status": "OK" if self._write(command) else "NOT_FOUND"}
+
+    @staticmethod
+    def _live(tx: Tx, message_id: str, expected_revision: int | None) -> messages.State:
+        state = messages.get(tx, message_id)
+        if state is None:
+            raise NotFoundError("message_id: no live message has this id")
+        if expected_revision is not None and expected_revision != state.revision:
+            raise ConflictError("expected_revision: does not match the message's current revision")
+        return state
+
+    # ---------------------------------------------------------------- reads
+    def _read(self):
+        return _Reading(self)
+
+    def history(self, session_id: str, limit: int, cursor: str | None) -> dict:
+        with self._read() as tx:
+            secret = self.store.secret(tx)
+            start = cursors.decode(secret, cursor, "history", session_id) if cursor else None
+            budget, page, more = render.Budget(), [], False
+            for mid in history.after(tx, session_id, start, limit + 1):
+                item = render.message(messages.load(tx, messages.get(tx, mid)))
+                if len(page) == limit or (page and not budget.take(item)):
+                    more = True
+                    break
+                if not page:
+                    budget.take(item)
+                page.append(item)
+            out: dict = {"history": page}
+            if more:
+                out["nextCursor"] = cursors.encode(secret, "history", session_id, page[-1]["message_id"])
+            return out
+
+    def content_range(self, message_id: str, offset: int, limit: int,
+                      expected_revision: int | None) -> dict:
+        with self._read() as tx:
+            state = self._live(tx, message_id, expected_revision)
+            data = messages.content(tx, state).encode("utf-8", "surrogatepass")
+        end = _chunk_end(data, offset, limit)
+        return {"content_range": {
+            "message_id": message_id, "revision": state.revision, "total_bytes": len(data),
+            "content_offset": offset, "next_content_offset": end, "complete": end == len(data),
+            "content": data[offset:end].decode("utf-8", "surrogatepass")}}
+
+    def context(self, message_id: str, before: int, after: int, depth: int,
+                types: frozenset[str]) -> dict:
+        with self._read() as tx:
+            state = self._live(tx, message_id, None)
+            walk = _ContextWalk(tx)
+            focal = walk.take(message_id)
+            older = [walk.take(m) for m in history.before(tx, state.session_id, message_id, before)]
+            newer = [walk.take(m) for m in history.after(tx, state.session_id, message_id, after)]
+            rels = walk.relations(message_id, depth, types)
+            entry = sessions.get(tx, state.session_id)
+        return {"message": focal,
+                "chronological_context": {"before": [m for m in older if m is not None],
+                                          "after": [m for m in newer if m is not None]},
+                "relations": rels,
+                "session": {"session_id": state.session_id, "message_count": entry[0] if entry else 0},
+                "truncated": walk.truncated}
+
+    def sessions(self, limit: int, cursor: str | None) -> dict:
+        with self._read() as tx:
+            secret = self.store.secret(tx)
+            start = bytes.fromhex(cursors.decode(secret, cursor, "sessions", "")) if cursor else None
+            budget, page, last_key, more = render.Budget(), [], None, False
+            for key, sid in sessions.ordered(tx, start):
+                item = self._session_entry(tx, sid)
+                if len(page) == limit or (page and not budget.take(item)):
+                    more = True
+                    break
+                if not page:
+                    budget.take(item)
+                page.append(item)
+                last_key = key
+            out: dict = {"sessions": page}
+            if more:
+                out["nextCursor"] = cursors.encode(secret, "sessions", "", last_key.hex())
+            return out
+
+    @staticmethod
+    def _session_entry(tx: Tx, sid: str) -> dict:
+        count, kinds, started, last = sessions.get(tx, sid)
+        latest = messages.get(tx, history.first_last(tx, sid)[1])
+        summary = latest.metadata.summary or messages.content(tx, latest)
+        return {"session_id": sid, "message_count": count, "kind_counts": dict(zip(KINDS, kinds)),
+                "representative_summary": summary, "started_at": started, "last_message_at": last}
+
+    def search(self, query: str, flt: search.Filters, context_size: int, limit: int) -> dict:
+        with self._read() as tx:
+            hits = search.search(tx, query, flt, limit)
+            budget, results = render.Budget(), []
+            for hit in hits:
+                item = self._result(tx, hit, context_size)
+                if not budget.take(item) and results:
+                    break
+                results.append(item)
+        return {"results": results}
+
+    @staticmethod
+    def _result(tx: Tx, hit: search.Hit, context_size: int) -> dict:
+        state = messages.get(tx, hit.doc.message_id)
+        item = render.message(messages.load(tx, state))
+        item["score"] = hit.score
+        item["score_breakdown"] = hit.breakdown
+        item["matched_fields"] = [f for f in terms.FIELDS if hit.breakdown[f] > 0]
+        item["relation_count"] = relations.count(tx, state.message_id)
+        if context_size:
+            load = lambda mid: render.message(messages.load(tx, messages.get(tx, mid)))  # noqa: E731
+            item["context_preview"] = {
+                "before": [load(m) for m in history.before(tx, state.session_id, state.message_id, context_size)],
+                "after": [load(m) for m in history.after(tx, state.session_id, state.message_id, context_size)]}
+        return item
+
+    # -------------------------------------------------------- maintenance
+    def rebuild(self) -> dict:
+        with self._lock.exclusive():
+            try:
+                result = self.store.compact(self._live_events)
+            except (StoreIOError, CorruptStoreError) as exc:
+                self.last_error = exc.message
+                raise
+        self.last_error = ""
+        return {"status": "OK", **result}
+
+    @staticmethod
+    def _live_events(tx: Tx) -> tuple[int, Iterator[MessageWritten]]:
+        def events() -> Iterator[MessageWritten]:
+            with tx.txn.cursor(db=tx.db(messages.DB)) as cur:
+                for raw_id in cur.iternext(values=False):
+                    state = messages.get_raw_id(tx, raw_id, _id_str(raw_id))
+                    yield MessageWritten(messages.load(tx, state))
+        return stats.read(tx)["active"], events()
+
+    def health(self) -> dict:
+        with self._read() as tx:
+            st = stats.read(tx)
+            size = lambda *names: sum(self.store.db_bytes(tx, n) for n in names)  # noqa: E731
+            estimate = {
+                "store_entries_bytes": size(messages.DB, terms.DOCS),
+                "body_bytes": st["body_bytes"], "metadata_bytes": st["metadata_bytes"],
+                "search_index_bytes": size(terms.POSTINGS, terms.EXACT, terms.TAGS),
+                "history_index_bytes": size(history.DB, sessions.DB, sessions.ORDER),
+                "relation_index_bytes": size(relations.DB)}
+            last = self.store.last_sequence(tx)
+            report = {
+                "status": "DEGRADED" if self.last_error else "OK", "format_version": 2,
+                "log_size": size("events"), "snapshot_size": size(*Projector.db_specs),
+                "active_messages": st["active"], "session_count": sessions.count(tx),
+                "deleted_messages": st["deleted"], "last_sequence": last,
+                "update_records": st["updates"], "dead_bytes": st["dead_bytes"],
+                "memory_estimate": {"total_bytes": sum(estimate.values()), **estimate},
+                "io": self.store.io_counters(tx.txn), "recovered_tail": self.store.recovered_tail,
+                "snapshot_valid": self.store.watermark(tx) == last, "last_error": self.last_error}
+        return report
+
+
+class _Reading:
+    """Shared lock + one short read transaction, with errors remembered."""
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+
+    def __enter__(self) -> Tx:
+        self._shared = self.service._lock.shared()
+        self._shared.__enter__()
+        try:
+            self._ctx = self.service.store.read()
+            return self._ctx.__enter__()
+        except BaseException:
+            self._shared.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._ctx.__exit__(*exc)
+        finally:
+            self._shared.__exit__(*exc)
+
+
+class _ContextWalk:
+    """Loads messages for the context view within the 50-message cap and the budget."""
+
+    def __init__(self, tx: Tx) -> None:
+        self.tx = tx
+        self.count = 0
+        self.budget = render.Budget()
+        self.truncated = False
+
+    def take(self, message_id: str) -> dict | None:
+        if self.count >= CONTEXT_CAP:
+            self.truncated = True
+            return None
+        item = render.message(messages.load(self.tx, messages.get(self.tx, message_id)))
+        if not self.budget.take(item) and self.count:
+            self.truncated = True
+            return None
+        self.count += 1
+        return item
+
+    def relations(self, focal: str, depth: int, types: frozenset[str]) -> list[dict]:
+        seen, out, frontier = {focal}, [], [focal]
+        for level in range(1, depth + 1):
+            nxt = []
+            for node in frontier:
+                for direction, rtype, other in relations.edges(self.tx, node):
+                    if rtype not in types or other in seen:
+                        continue
+                    seen.add(other)
+                    entry = {"type": rtype, "direction": direction, "depth": level}
+                    if messages.get(self.tx, other) is None:
+                        out.append({**entry, "message_id": other, "status": "deleted"})
+                        continue
+                    item = self.take(other)
+                    if item is None:
+                        return out
+                    out.append({**entry, "message": item})
+                    nxt.append(other)
+            frontier = nxt
+        return out
+
+
+def _id_str(raw: bytes) -> str:
+    from eventstore.ids import to_str
+    return to_str(raw)
+
+
+def _chunk_end(data: bytes, offset: int, limit: int) -> int:
+    """End of the chunk at ``offset``: shortened to a code-point boundary, or one
+    whole code point when the limit is smaller than it."""
+    if offset > len(data) or (offset < len(data) and _continuation(data[offset])):
+        raise ValidationError("content_offset: must be 0, the end, or a UTF-8 code-point boundary")
+    end = min(offset + limit, len(data))
+    while offset < end < len(data) and _continuation(data[end]):
+        end -= 1
+    if end == offset and offset < len(data):
+        end = offset + 1
+        while end < len(data) and _continuation(data[end]):
+            end += 1
+    return end
+
+
+def _continuation(byte: int) -> bool:
+    return byte & 0xC0 == 0x80
+
+
+def default_store_path() -> str:
+    env = os.environ.get("CONVMEM_STORE")
+    if env:
+        return env
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "convmem")
+
+
+__all__ = ["MemoryService", "ConvMemError", "default_store_path"]

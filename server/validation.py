@@ -1,0 +1,194 @@
+"""Argument validation for the seven tools (the MCP SDK validates nothing).
+
+Every check raises :class:`ValidationError` with a message that names the
+field and the constraint and never repeats the value.  Nothing here touches
+the store, so a rejected request cannot change anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from typing import Any
+
+from eventstore.errors import ValidationError
+from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS, Metadata
+from eventstore.ids import is_canonical
+
+MAX_CONTENT = 1 << 20
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+METADATA_FIELDS = ("tool_call_id", "tags", "memory_tier", "memory_kind", "importance",
+                   "summary", "relations", "source_message_ids")
+
+
+def _label(key: object) -> str:
+    return f"'{key}'" if isinstance(key, str) and _NAME.fullmatch(key) else "(unnamed)"
+
+
+def check_keys(args: Any, allowed: set[str], required: tuple[str, ...] = (), where: str = "arguments") -> dict:
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ValidationError(f"{where}: must be an object")
+    for key in args:
+        if key not in allowed:
+            raise ValidationError(f"{where}: unknown parameter {_label(key)}")
+    for key in required:
+        if key not in args:
+            raise ValidationError(f"{key}: is required")
+    return args
+
+
+def text(value: Any, field: str, *, min_bytes: int = 0, max_bytes: int, no_nul: bool = False) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"{field}: must be a string")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValidationError(f"{field}: must be valid Unicode (no lone surrogates)") from None
+    if size < min_bytes or size > max_bytes:
+        raise ValidationError(f"{field}: must be {min_bytes}–{max_bytes} UTF-8 bytes")
+    if no_nul and "\x00" in value:
+        raise ValidationError(f"{field}: must not contain NUL")
+    return value
+
+
+def integer(value: Any, field: str, lo: int, hi: int | None = None) -> int:
+    if type(value) is not int:
+        raise ValidationError(f"{field}: must be an integer")
+    if value < lo or (hi is not None and value > hi):
+        bound = f"{lo}–{hi}" if hi is not None else f"≥ {lo}"
+        raise ValidationError(f"{field}: must be {bound}")
+    return value
+
+
+def choice(value: Any, field: str, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise ValidationError(f"{field}: must be one of {', '.join(allowed)}")
+    return value
+
+
+def ulid(value: Any, field: str) -> str:
+    if not is_canonical(value):
+        raise ValidationError(f"{field}: must be a canonical 26-character upper-case ULID")
+    return value
+
+
+def session_id(value: Any, field: str = "session_id") -> str:
+    return text(value, field, min_bytes=1, max_bytes=256, no_nul=True)
+
+
+def parse_json(value: Any, field: str) -> Any:
+    text(value, field, max_bytes=MAX_CONTENT * 8)
+
+    def refuse(_token: str) -> None:
+        raise ValueError("non-finite number")
+    try:
+        return json.loads(value, parse_constant=refuse)
+    except (ValueError, RecursionError):
+        raise ValidationError(f"{field}: must be a valid JSON string") from None
+
+
+def string_list(value: Any, field: str, max_items: int) -> list:
+    if not isinstance(value, list):
+        raise ValidationError(f"{field}: must be an array")
+    if len(value) > max_items:
+        raise ValidationError(f"{field}: must have at most {max_items} items")
+    return value
+
+
+# ------------------------------------------------------------------ metadata
+def _tags(value: Any) -> tuple[str, ...]:
+    items = string_list(value, "metadata.tags", 32)
+    for item in items:
+        text(item, "metadata.tags[]", min_bytes=1, max_bytes=128)
+    return tuple(dict.fromkeys(items))
+
+
+def _relations(value: Any) -> tuple[tuple[str, str], ...]:
+    items = string_list(value, "metadata.relations", 32)
+    out = []
+    for item in items:
+        if not isinstance(item, dict) or set(item) != {"type", "message_id"}:
+            raise ValidationError("metadata.relations[]: must be an object with exactly type and message_id")
+        out.append((choice(item["type"], "metadata.relations[].type", RELATION_TYPES),
+                    ulid(item["message_id"], "metadata.relations[].message_id")))
+    return tuple(dict.fromkeys(out))
+
+
+def _sources(value: Any) -> tuple[str, ...]:
+    items = string_list(value, "metadata.source_message_ids", 64)
+    return tuple(ulid(item, "metadata.source_message_ids[]") for item in items)
+
+
+def _summary(value: Any) -> str | None:
+    return text(value, "metadata.summary", max_bytes=4096) or None
+
+
+_FIELD_CHECKS = {
+    "tool_call_id": lambda v: text(v, "metadata.tool_call_id", max_bytes=256),
+    "tags": _tags,
+    "memory_tier": lambda v: choice(v, "metadata.memory_tier", TIERS),
+    "memory_kind": lambda v: choice(v, "metadata.memory_kind", KINDS),
+    "importance": lambda v: integer(v, "metadata.importance", 0, 100),
+    "summary": _summary,
+    "relations": _relations,
+    "source_message_ids": _sources,
+}
+
+
+def metadata_patch(value: Any) -> dict[str, Any]:
+    """The validated fields present in a ``metadata_json`` string."""
+    if value is None:
+        return {}
+    parsed = parse_json(value, "metadata_json")
+    if not isinstance(parsed, dict):
+        raise ValidationError("metadata_json: must encode a JSON object")
+    patch = {}
+    for key, raw in parsed.items():
+        if key not in _FIELD_CHECKS:
+            raise ValidationError(f"metadata_json: unknown field {_label(key)}")
+        if raw is None:
+            raise ValidationError(f"metadata.{key}: must not be null")
+        patch[key] = _FIELD_CHECKS[key](raw)
+    return patch
+
+
+def apply_patch(meta: Metadata, patch: dict[str, Any]) -> Metadata:
+    return replace(meta, **patch)
+
+
+def filters(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    parsed = parse_json(value, "filters_json")
+    if not isinstance(parsed, dict):
+        raise ValidationError("filters_json: must encode a JSON object")
+    out: dict[str, Any] = {}
+    for key, raw in parsed.items():
+        if key == "kinds":
+            out["kinds"] = frozenset(choice(k, "filters_json.kinds[]", KINDS)
+                                     for k in string_list(raw, "filters_json.kinds", 64))
+        elif key == "tiers":
+            out["tiers"] = frozenset(choice(t, "filters_json.tiers[]", TIERS)
+                                     for t in string_list(raw, "filters_json.tiers", 64))
+        elif key == "tags":
+            out["tags"] = tuple(dict.fromkeys(
+                text(t, "filters_json.tags[]", min_bytes=1, max_bytes=128)
+                for t in string_list(raw, "filters_json.tags", 32)))
+        else:
+            raise ValidationError(f"filters_json: unknown field {_label(key)}")
+    return out
+
+
+def relation_types(value: Any) -> frozenset[str]:
+    if value is None:
+        return frozenset(RELATION_TYPES)
+    parsed = parse_json(value, "relation_types_json")
+    items = string_list(parsed, "relation_types_json", 64)
+    return frozenset(choice(t, "relation_types_json[]", RELATION_TYPES) for t in items)
+
+
+def role(value: Any) -> str:
+    return choice(value, "role", ROLES)
