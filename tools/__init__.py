@@ -1,0 +1,1 @@
+"""Operational tools and benchmarks: replay, benchmarks."""
