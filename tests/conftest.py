@@ -1,0 +1,26 @@
+"""Shared fixtures: real LMDB stores in temp directories, always closed."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.service import MemoryService
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def store_path(tmp_path) -> str:
+    return str(tmp_path / "store")
+
+
+@pytest.fixture
+def service(store_path):
+    svc = MemoryService(store_path)
+    try:
+        yield svc
+    finally:
+        svc.close()
