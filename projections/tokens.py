@@ -87,7 +87,7 @@ def _parts(chunk: str) -> list[str]:
 def _word_terms(chunk: str, out: list[str]) -> None:
     parts = _parts(chunk)
     if len(parts) <= 1:
-        out.append(_stem(chunk.casefold()))
+        out.append(bounded(_stem(chunk.casefold())))
         return
     out.append(bounded(chunk.casefold()))
     out.extend(_stem(p.casefold()) for p in parts)
