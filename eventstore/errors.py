@@ -60,24 +60,35 @@ class InternalError(ConvMemError):
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
-def translate(exc: BaseException, action: str) -> ConvMemError:
-    """Map a foreign exception raised while doing ``action`` to our tree."""
+def _table() -> tuple:
+    """(foreign classes, our class, what to say), first match wins."""
     import cbor2
     import lmdb
 
+    return (
+        ((lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError, lmdb.VersionMismatchError,
+          lmdb.BadChecksumError, lmdb.IncompatibleError, cbor2.CBORDecodeError),
+         CorruptStoreError, "the store failed an integrity check"),
+        ((lmdb.DiskError, lmdb.MapFullError), StoreIOError, "the disk is full or refused the write"),
+        ((lmdb.ReadonlyError, PermissionError), StoreIOError, "the store is read-only"),
+        ((lmdb.MemoryError, MemoryError, lmdb.ReadersFullError, lmdb.TxnFullError,
+          lmdb.CursorFullError, lmdb.DbsFullError, lmdb.TlsFullError),
+         InternalError, "out of memory or of an internal LMDB table"),
+        ((lmdb.BadValsizeError, lmdb.BadTxnError, lmdb.BadDbiError, lmdb.BadRslotError),
+         InternalError, "invalid internal state"),
+        ((lmdb.Error, OSError), StoreIOError, "storage error"),
+    )
+
+
+def translate(exc: BaseException, action: str) -> ConvMemError:
+    """Map a foreign exception raised while doing ``action`` to our tree."""
     if isinstance(exc, ConvMemError):
         return exc
-    if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError,
-                        lmdb.InvalidError, lmdb.VersionMismatchError,
-                        lmdb.BadChecksumError, cbor2.CBORDecodeError)):
-        return CorruptStoreError(f"{action}: the store failed an integrity check ({type(exc).__name__})")
-    if isinstance(exc, lmdb.DiskError) or (
-            isinstance(exc, OSError) and exc.errno in _DISK_FULL):
+    if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
         return StoreIOError(f"{action}: the disk is full or refused the write")
-    if isinstance(exc, lmdb.ReadonlyError):
-        return StoreIOError(f"{action}: the store is read-only")
-    if isinstance(exc, (lmdb.MemoryError, MemoryError)):
+    if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
         return InternalError(f"{action}: out of memory")
-    if isinstance(exc, (lmdb.Error, OSError)):
-        return StoreIOError(f"{action}: storage error ({type(exc).__name__})")
+    for classes, ours, what in _table():
+        if isinstance(exc, classes):
+            return ours(f"{action}: {what} ({type(exc).__name__})")
     return InternalError(f"{action}: unexpected internal error ({type(exc).__name__})")

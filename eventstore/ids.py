@@ -8,6 +8,8 @@ Ids are kept as 16 big-endian bytes in keys (they sort like the strings).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ulid import ULID
 
 _MAX = (1 << 128) - 1
@@ -31,9 +33,17 @@ def is_canonical(text: object) -> bool:
     return set(text) <= _CROCKFORD
 
 
+@lru_cache(maxsize=16384)
 def to_bytes(text: str) -> bytes:
+    """The 16 key bytes of a canonical id (``ValueError`` for anything else)."""
+    if not is_canonical(text):
+        raise ValueError("not a canonical ULID")
     return bytes(ULID.from_str(text))
 
 
+@lru_cache(maxsize=16384)
 def to_str(raw: bytes) -> str:
+    """The canonical text of 16 id bytes (``ValueError`` for any other length)."""
+    if len(raw) != 16:
+        raise ValueError("an id is 16 bytes")
     return str(ULID.from_bytes(raw))

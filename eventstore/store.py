@@ -3,29 +3,32 @@
 LMDB discipline, followed everywhere in this package:
 
 * every transaction lives in a ``with`` block; read transactions are short;
-* all writes of a process come from one thread (the caller's writer thread);
+* all writes of a process come from one thread (the caller's writer thread),
+  and a thread never writes while it holds a read transaction;
 * an environment is never used across ``fork()``;
 * only named sub-databases are used; keys stay ≤ 511 bytes;
-* ``MapFullError`` aborts the transaction, the map is grown with no write
-  transaction open, and the whole command is retried; ``MapResizedError``
-  (another process grew the map) is adopted with ``set_mapsize(0)``;
+* ``MapFullError`` aborts the transaction, the map is grown once no
+  transaction of this process is open, and the whole command is retried;
+  ``MapResizedError`` (another process grew the map) is adopted with
+  ``set_mapsize(0)`` the same way (see :mod:`eventstore._locks`);
 * indexes hold ids and sequence numbers, never copies of content.
 
 Sub-databases owned here: ``events`` (8-byte big-endian sequence → CBOR event)
 and ``meta`` (format version, projection schema version, watermark, last id,
-logical I/O counters).  The read models are owned by a *projector* passed in
-by the caller; it is applied to every event inside the transaction that
-appends it, so no reader ever sees one without the other.
+sequence floor, logical I/O counters, cursor secret).  The read models are
+owned by a *projector* passed in by the caller; it is applied to every event
+inside the transaction that appends it, so no reader ever sees one without
+the other.  Values a projector rewrites many times in one transaction (the
+statistics) are kept decoded in the transaction's ``memo`` and written once,
+by :meth:`WriteTx.flush`, just before the commit.
 
-Several processes may open one store; each holds a shared ``flock`` on
-``convmem.lock`` for as long as it is open, and compaction asks for it
-exclusively (``BUSY`` when that fails).
+Several processes may open one store; each holds a shared ``flock`` for as
+long as it is open, and compaction needs it exclusively (``BUSY`` otherwise).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import random
 import shutil
@@ -36,17 +39,17 @@ from typing import Callable, Iterable, Iterator, Protocol
 import lmdb
 
 from . import codec, ids
+from ._locks import DirectoryLock, RemapGuard
 from .errors import BusyError, ConvMemError, CorruptStoreError, StoreIOError, translate
 from .events import Event
 
 FORMAT_VERSION = 2
-LOCK_FILE = "convmem.lock"
 COMPACT_DIR = "compact.tmp"
 DATA_FILE = "data.mdb"
 _INITIAL_MAP = 64 << 20
 _MAX_MAP = 1 << 40
 _IO_KEYS = ("write_bytes", "write_calls", "flush_calls", "truncate_calls", "replace_calls")
-_REPLAY_BATCH = 2000
+_BATCH = 2000                         # events per transaction when writing a compacted file
 _CARRIED = (b"last_id", b"secret")   # meta kept across compaction besides counters
 
 
@@ -56,15 +59,19 @@ class Projector(Protocol):
     schema_version: int
     db_specs: dict[str, dict]
 
-    def apply(self, tx: "Tx", seq: int, event: Event, size: int) -> None: ...
+    def apply(self, tx: "WriteTx", seq: int, event: Event, size: int) -> None: ...
 
 
 @dataclass
 class Tx:
-    """A transaction plus the sub-database handles, handed to projectors."""
+    """A transaction plus the sub-database handles, handed to projectors.
+
+    ``memo`` caches decoded values for the life of this transaction only.
+    """
 
     txn: lmdb.Transaction
     dbs: dict[str, object]
+    memo: dict = field(default_factory=dict)
 
     def db(self, name: str):
         return self.dbs[name]
@@ -76,6 +83,9 @@ class WriteTx(Tx):
 
     store: "EventStore" = None  # type: ignore[assignment]
     appended: list[tuple[int, int]] = field(default_factory=list)
+    deferred: dict[tuple[str, bytes], Callable[[], bytes]] = field(default_factory=dict)
+    watermark: int | None = None
+    _next_seq: int | None = None
 
     def now_ms(self) -> int:
         return self.store.clock()
@@ -89,12 +99,27 @@ class WriteTx(Tx):
     def append(self, event: Event) -> int:
         """Append ``event`` to the log and apply every projector to it."""
         raw = codec.encode_event(event)
-        seq = self.store._last_seq(self.txn) + 1
-        self.txn.put(codec.seq_key(seq), raw, db=self.dbs["events"], append=True)
+        if self._next_seq is None:
+            self._next_seq = self.store._last_seq(self.txn) + 1
+        seq = self._next_seq
+        if not self.txn.put(codec.seq_key(seq), raw, db=self.dbs["events"], append=True):
+            raise CorruptStoreError("the event log's sequence numbers went backwards")
+        self._next_seq = seq + 1
         self.store.projector.apply(self, seq, event, len(raw))
-        _put_int(self.txn, self.dbs["meta"], b"watermark", seq)
+        self.watermark = seq
         self.appended.append((seq, len(raw)))
         return seq
+
+    def defer_put(self, db: str, key: bytes, encode: Callable[[], bytes]) -> None:
+        """Write ``encode()`` under ``key`` once, at :meth:`flush` (latest call wins)."""
+        self.deferred[(db, key)] = encode
+
+    def flush(self) -> None:
+        for (db, key), encode in self.deferred.items():
+            self.txn.put(key, encode(), db=self.dbs[db])
+        self.deferred.clear()
+        if self.watermark is not None:
+            _put_int(self.txn, self.dbs["meta"], b"watermark", self.watermark)
 
 
 def _get_int(txn, db, key: bytes, default: int | None = None) -> int | None:
@@ -115,28 +140,27 @@ class EventStore:
 
     def __init__(self, path: str, projector: Projector, *, clock: Callable[[], int] = _system_clock,
                  rng: random.Random | None = None, map_size: int = _INITIAL_MAP) -> None:
+        self._setup(path, projector, clock, rng or random.SystemRandom(), map_size)
+        self._open()
+
+    def _setup(self, path, projector, clock, rng, map_size) -> None:
         self.path = os.path.abspath(path)
         self.projector = projector
         self.clock = clock
-        self.rng = rng or random.SystemRandom()
+        self.rng = rng
         self.recovered_tail = False
         self._map_size = map_size
         self._env: lmdb.Environment | None = None
         self._dbs: dict[str, object] = {}
-        self._lock_fd: int | None = None
-        self._open()
+        self._lock: DirectoryLock | None = None
+        self._guard = RemapGuard()
 
     # ----------------------------------------------------------------- opening
     def _open(self) -> None:
         try:
             _make_private_dir(self.path)
-            self._lock_fd = _open_private(os.path.join(self.path, LOCK_FILE))
-            fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
-            leftover = os.path.join(self.path, COMPACT_DIR)
-            if os.path.exists(leftover) and self._try_exclusive():
-                shutil.rmtree(leftover)
-                self.recovered_tail = True
-                fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+            self._lock = DirectoryLock(self.path)
+            self._remove_leftover()
             self._open_env()
             self._verify_and_recover()
         except BaseException as exc:
@@ -144,6 +168,15 @@ class EventStore:
             if isinstance(exc, ConvMemError):
                 raise
             raise translate(exc, "opening the store") from exc
+
+    def _remove_leftover(self) -> None:
+        """Delete what an interrupted compaction left (only when alone)."""
+        leftover = os.path.join(self.path, COMPACT_DIR)
+        if os.path.exists(leftover):
+            with self._lock.exclusive() as alone:
+                if alone:
+                    shutil.rmtree(leftover)
+                    self.recovered_tail = True
 
     def _open_env(self) -> None:
         names = ["events", "meta", *self.projector.db_specs]
@@ -178,49 +211,57 @@ class EventStore:
                     raise CorruptStoreError("projection watermark is ahead of the event log; "
                                             "run `convmem replay` to rebuild the read models")
         if fresh:
-            self._initialize()
+            self._run(self._initialize, "creating the store")
         elif schema != self.projector.schema_version:
             self.rebuild_projections()
             self.recovered_tail = True
         elif watermark < last:
-            self._replay_from(watermark + 1)
+            self._run(lambda w: self._replay_into(w, watermark + 1), "replaying the log's tail")
             self.recovered_tail = True
 
-    def _initialize(self) -> None:
-        with self._env.begin(write=True) as txn:
-            meta = self._dbs["meta"]
-            _put_int(txn, meta, b"format_version", FORMAT_VERSION)
-            _put_int(txn, meta, b"schema_version", self.projector.schema_version)
-            _put_int(txn, meta, b"watermark", 0)
-            txn.put(b"io", codec.dumps({k: 0 for k in _IO_KEYS}), db=meta)
-            txn.put(b"secret", os.urandom(32), db=meta)
-
-    # ---------------------------------------------------------------- locking
-    def _try_exclusive(self) -> bool:
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
+    def _initialize(self, w: "WriteTx") -> None:
+        meta = w.db("meta")
+        _put_int(w.txn, meta, b"format_version", FORMAT_VERSION)
+        _put_int(w.txn, meta, b"schema_version", self.projector.schema_version)
+        _put_int(w.txn, meta, b"watermark", 0)
+        w.txn.put(b"io", codec.dumps({k: 0 for k in _IO_KEYS}), db=meta)
+        w.txn.put(b"secret", os.urandom(32), db=meta)
 
     # ------------------------------------------------------------ transactions
     @contextlib.contextmanager
     def read(self) -> Iterator[Tx]:
         """A short read transaction (adopts a map grown by another process)."""
-        txn = self._begin(write=False)
-        try:
+        with self._transaction(write=False) as txn:
             yield Tx(txn, self._dbs)
+
+    @contextlib.contextmanager
+    def _transaction(self, write: bool) -> Iterator[lmdb.Transaction]:
+        """Begin; on leaving, commit a write that raised nothing, abort anything else."""
+        txn = self._begin(write)
+        try:
+            yield txn
+            if write:
+                txn.commit()
         finally:
-            txn.abort()
+            txn.abort()              # no effect after a commit
+            self._guard.leave()
 
     def _begin(self, write: bool) -> lmdb.Transaction:
-        if self._env is None:
-            raise StoreIOError("the store is closed")
-        try:
-            return self._env.begin(write=write)
-        except lmdb.MapResizedError:
-            self._env.set_mapsize(0)
-            return self._env.begin(write=write)
+        """A new transaction, entered in the remap guard (the caller leaves it)."""
+        for _ in range(8):
+            self._guard.enter()
+            try:
+                if self._env is None:
+                    raise StoreIOError("the store is closed")
+                return self._env.begin(write=write)
+            except lmdb.MapResizedError:
+                self._guard.leave()
+            except BaseException:
+                self._guard.leave()
+                raise
+            with self._guard.exclusive():
+                self._env.set_mapsize(0)
+        raise StoreIOError("the map keeps being resized by another process")
 
     def execute(self, command: Callable[[WriteTx], object]):
         """Run ``command`` in one durable write transaction and return its result.
@@ -230,43 +271,45 @@ class EventStore:
         commit is synced before this returns.  On a full map the transaction
         is aborted, the map grown, and the command run again.
         """
+        return self._run(command, "writing to the store", count_io=True)
+
+    def _run(self, fn: Callable[[WriteTx], object], action: str, count_io: bool = False):
+        """``fn`` in one write transaction, retried after growing a full map.
+
+        Maintenance (replay, compaction) passes ``count_io=False``: only
+        commands count as logical writes.
+        """
         for _ in range(64):
             try:
-                return self._execute_once(command)
+                with self._transaction(write=True) as txn:
+                    w = WriteTx(txn, self._dbs, store=self)
+                    result = fn(w)
+                    if count_io and w.appended:
+                        self._count_io(w)
+                    w.flush()
+                return result
             except lmdb.MapFullError:
                 self._grow()
             except ConvMemError:
                 raise
             except Exception as exc:
-                raise translate(exc, "writing to the store") from exc
-        raise StoreIOError("writing to the store: the map could not grow enough")
+                raise translate(exc, action) from exc
+        raise StoreIOError(f"{action}: the map could not grow enough")
 
-    def _execute_once(self, command):
-        txn = self._begin(write=True)
-        try:
-            w = WriteTx(txn, self._dbs, store=self)
-            result = command(w)
-            if w.appended:
-                self._count_io(txn, w.appended)
-            txn.commit()
-            return result
-        except BaseException:
-            txn.abort()
-            raise
-
-    def _count_io(self, txn, appended: list[tuple[int, int]]) -> None:
-        io = self.io_counters(txn)
+    def _count_io(self, w: WriteTx) -> None:
+        io = self.io_counters(w.txn)
         io["write_calls"] += 1
-        io["write_bytes"] += sum(size for _, size in appended)
+        io["write_bytes"] += sum(size for _, size in w.appended)
         io["flush_calls"] += 1
-        txn.put(b"io", codec.dumps(io), db=self._dbs["meta"])
+        w.txn.put(b"io", codec.dumps(io), db=w.db("meta"))
 
     def _grow(self) -> None:
-        size = max(self._env.info()["map_size"] * 2, _INITIAL_MAP)
-        if size > _MAX_MAP:
-            raise StoreIOError("writing to the store: the map reached its maximum size")
-        self._env.set_mapsize(size)
-        self._map_size = size
+        with self._guard.exclusive():
+            size = max(self._env.info()["map_size"] * 2, _INITIAL_MAP)
+            if size > _MAX_MAP:
+                raise StoreIOError("writing to the store: the map reached its maximum size")
+            self._env.set_mapsize(size)
+            self._map_size = size
 
     # ------------------------------------------------------------------ reads
     def _last_seq(self, txn) -> int:
@@ -321,54 +364,30 @@ class EventStore:
 
     # ----------------------------------------------------------------- replay
     def rebuild_projections(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Drop every read model and rebuild it from the log alone."""
-        def drop(w: WriteTx) -> None:
+        """Drop every read model and rebuild it from the log alone.
+
+        One write transaction: readers see the old read models or the new
+        ones, and no other writer can interleave events with the replay.
+        """
+        def rebuild(w: WriteTx) -> int:
             for name in self.projector.db_specs:
                 w.txn.drop(w.db(name), delete=False)
-            _put_int(w.txn, w.db("meta"), b"watermark", 0)
             _put_int(w.txn, w.db("meta"), b"schema_version", self.projector.schema_version)
-        self._retrying(drop)
-        return self._replay_from(1, progress)
+            return self._replay_into(w, 1, progress)
+        return self._run(rebuild, "rebuilding the read models")
 
-    def _replay_from(self, start: int, progress=None) -> int:
-        with self.read() as tx:
-            last = self._last_seq(tx.txn)
-        total, seq = 0, start
-        while seq <= last:
-            seq, done = self._retrying(lambda w: self._replay_batch(w, seq, last))
-            total += done
-            if progress:
-                progress(seq - 1, last)
-        return total
-
-    def _replay_batch(self, w: WriteTx, start: int, last: int) -> tuple[int, int]:
-        done, nxt = 0, last + 1
+    def _replay_into(self, w: WriteTx, start: int, progress=None) -> int:
+        """Apply the log from ``start`` on; the watermark ends at the last sequence."""
+        last, done = self._last_seq(w.txn), 0
         for seq, event, size in self.iter_events(w, start):
-            if done == _REPLAY_BATCH:
-                nxt = seq
-                break
             self.projector.apply(w, seq, event, size)
             done += 1
-        _put_int(w.txn, w.db("meta"), b"watermark", nxt - 1)
-        return nxt, done
-
-    def _retrying(self, fn):
-        """Like execute() but never counts I/O: for maintenance transactions."""
-        for _ in range(64):
-            txn = self._begin(write=True)
-            try:
-                result = fn(WriteTx(txn, self._dbs, store=self))
-                txn.commit()
-                return result
-            except lmdb.MapFullError:
-                txn.abort()
-                self._grow()
-            except BaseException as exc:
-                txn.abort()
-                if isinstance(exc, ConvMemError):
-                    raise
-                raise translate(exc, "rebuilding the read models") from exc
-        raise StoreIOError("rebuilding the read models: the map could not grow enough")
+            if progress and done % _BATCH == 0:
+                progress(seq, last)
+        if progress:
+            progress(last, last)
+        w.watermark = last
+        return done
 
     # ------------------------------------------------------------- compaction
     def compact(self, live: Callable[[Tx], tuple[int, Iterable[Event]]]) -> dict[str, int]:
@@ -379,13 +398,10 @@ class EventStore:
         The new file replaces ``data.mdb`` by one atomic ``rename``; a crash
         before it leaves the old store, after it the new one.
         """
-        if not self._try_exclusive():
-            raise BusyError("rebuild_index needs the store alone: another process has it open")
-        try:
+        with self._lock.exclusive() as alone:
+            if not alone:
+                raise BusyError("rebuild_index needs the store alone: another process has it open")
             return self._compact_exclusive(live)
-        finally:
-            if self._lock_fd is not None:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
 
     def _compact_exclusive(self, live) -> dict[str, int]:
         tmp = os.path.join(self.path, COMPACT_DIR)
@@ -399,80 +415,77 @@ class EventStore:
                 io = self.io_counters(tx.txn)
                 carried = {k: tx.txn.get(k, db=tx.db("meta")) for k in _CARRIED}
                 count, events = live(tx)
-                written = self._write_fresh(tmp, old_last - count + 1, count, events, io, carried)
+                written = self._write_fresh(tmp, old_last, count, events, io, carried)
             _fsync_path(os.path.join(tmp, DATA_FILE))
-        except ConvMemError:
+        except BaseException as exc:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        except Exception as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(exc, ConvMemError) or not isinstance(exc, Exception):
+                raise
             raise translate(exc, "compacting the store") from exc
         self._swap_in(tmp)
         return {"messages_indexed": written, "records_removed": records - written,
                 "bytes_before": bytes_before, "bytes_after": self.file_size()}
 
-    def _write_fresh(self, tmp: str, first_seq: int, count: int, events: Iterable[Event],
+    def _write_fresh(self, tmp: str, old_last: int, count: int, events: Iterable[Event],
                      io: dict[str, int], carried: dict[bytes, bytes | None]) -> int:
+        """Write the compacted store into ``tmp``: its events end at ``old_last``."""
         fresh = EventStore.__new__(EventStore)
-        fresh.__dict__.update(path=tmp, projector=self.projector, clock=self.clock, rng=self.rng,
-                              recovered_tail=False, _map_size=self._env.info()["map_size"],
-                              _env=None, _dbs={}, _lock_fd=None)
+        fresh._setup(tmp, self.projector, self.clock, self.rng, self._env.info()["map_size"])
         fresh._open_env()
         try:
-            fresh._initialize()
-            seq, batch = first_seq, []
+            fresh._run(fresh._initialize, "compacting the store")
+            floor = lambda w, n: _put_int(w.txn, w.db("meta"), b"seq_floor", n)  # noqa: E731
+            fresh._run(lambda w: floor(w, old_last - count), "compacting the store")
+            written, batch = 0, []
             for event in events:
                 batch.append(event)
-                if len(batch) == _REPLAY_BATCH:
-                    seq = fresh._retrying(lambda w: fresh._append_batch(w, seq, batch))
+                if len(batch) == _BATCH:
+                    written += fresh._run(lambda w: len([w.append(e) for e in batch]), "compacting the store")
                     batch = []
-            seq = fresh._retrying(lambda w: fresh._append_batch(w, seq, batch))
-            if seq - first_seq != count:
+            written += fresh._run(lambda w: len([w.append(e) for e in batch]), "compacting the store")
+            if written != count:
                 raise CorruptStoreError("compaction found a different number of live messages than counted")
-            io = dict(io, replace_calls=io["replace_calls"] + 1)
 
             def finish(w: WriteTx) -> None:
-                w.txn.put(b"io", codec.dumps(io), db=w.db("meta"))
-                _put_int(w.txn, w.db("meta"), b"seq_floor", first_seq - 1 + count)
-                _put_int(w.txn, w.db("meta"), b"watermark", first_seq - 1 + count)
+                w.txn.put(b"io", codec.dumps(dict(io, replace_calls=io["replace_calls"] + 1)),
+                          db=w.db("meta"))
+                floor(w, old_last)
+                w.watermark = old_last
                 for k, v in carried.items():
                     if v is not None:
                         w.txn.put(k, v, db=w.db("meta"))
-            fresh._retrying(finish)
+            fresh._run(finish, "compacting the store")
             fresh._env.sync(True)
-            return seq - first_seq
+            return written
         finally:
-            fresh._env.close()
-
-    def _append_batch(self, w: WriteTx, seq: int, events: list[Event]) -> int:
-        for event in events:
-            raw = codec.encode_event(event)
-            w.txn.put(codec.seq_key(seq), raw, db=w.db("events"), append=True)
-            self.projector.apply(w, seq, event, len(raw))
-            _put_int(w.txn, w.db("meta"), b"watermark", seq)
-            seq += 1
-        return seq
+            fresh.close()
 
     def _swap_in(self, tmp: str) -> None:
         """Close, atomically replace data.mdb by the compacted file, reopen."""
-        self._env.close()
-        self._env = None
-        try:
-            os.replace(os.path.join(tmp, DATA_FILE), os.path.join(self.path, DATA_FILE))
-            _fsync_path(self.path)
-            shutil.rmtree(tmp, ignore_errors=True)
-            self._open_env()
-        except Exception as exc:
-            raise translate(exc, "replacing the store file") from exc
+        with self._guard.exclusive():
+            self._env.close()
+            self._env = None
+            try:
+                os.replace(os.path.join(tmp, DATA_FILE), os.path.join(self.path, DATA_FILE))
+                _fsync_path(self.path)
+                shutil.rmtree(tmp, ignore_errors=True)
+            except Exception as exc:
+                self._open_env()     # the old file is still in place
+                raise translate(exc, "replacing the store file") from exc
+            try:
+                self._open_env()
+            except Exception as exc:
+                raise translate(exc, "reopening the compacted store") from exc
 
     # ---------------------------------------------------------------- closing
     def close(self) -> None:
         if self._env is not None:
-            self._env.close()
-            self._env = None
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+            with self._guard.exclusive():
+                self._env.close()
+                self._env = None
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def __enter__(self) -> "EventStore":
         return self
@@ -494,12 +507,6 @@ def _chmod_private(path: str) -> None:
         full = os.path.join(path, name)
         if os.path.isfile(full) and os.stat(full).st_mode & 0o077:
             os.chmod(full, 0o600)
-
-
-def _open_private(path: str) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.fchmod(fd, 0o600)
-    return fd
 
 
 def _fsync_path(path: str) -> None:

@@ -62,6 +62,15 @@ def get_raw_id(tx: Tx, raw_id: bytes, message_id: str) -> State | None:
     return None if raw is None else _decode(message_id, raw)
 
 
+def timestamp(tx: Tx, message_id: str) -> int:
+    """The creation timestamp of a live message (without decoding its metadata)."""
+    raw = tx.txn.get(to_bytes(message_id), db=tx.db(DB))
+    try:
+        return codec.loads(raw)[4]
+    except Exception as exc:
+        raise CorruptStoreError("a message record could not be decoded") from exc
+
+
 def put(tx: Tx, state: State) -> None:
     tx.txn.put(to_bytes(state.message_id), _encode(state), db=tx.db(DB))
 

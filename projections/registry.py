@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from eventstore.codec import dumps, metadata_to_list
 from eventstore.errors import CorruptStoreError
 from eventstore.events import Event, MessageDeleted, MessageUpdated, MessageWritten
-from eventstore.store import Tx
+from eventstore.store import WriteTx as Tx
 
 from . import history, messages, relations, sessions, stats, terms
 
@@ -19,7 +20,6 @@ SCHEMA_VERSION = 1
 
 
 def _metadata_bytes(meta) -> int:
-    from eventstore.codec import dumps, metadata_to_list
     return len(dumps(metadata_to_list(meta)))
 
 
@@ -43,7 +43,7 @@ class Projector:
         state = messages.from_written(seq, event, size)
         messages.put(tx, state)
         history.add(tx, msg.session_id, msg.message_id)
-        sessions.changed(tx, msg.session_id, {msg.metadata.memory_kind: +1})
+        sessions.added(tx, msg.session_id, msg.message_id, msg.timestamp, msg.metadata.memory_kind)
         relations.add(tx, msg.message_id, msg.metadata)
         terms.index(tx, seq, msg)
         stats.add(tx, active=1, body_bytes=state.content_bytes,
@@ -58,7 +58,7 @@ class Projector:
         messages.put(tx, new)
         old_kind, new_kind = old.metadata.memory_kind, new.metadata.memory_kind
         if old_kind != new_kind:
-            sessions.changed(tx, old.session_id, {old_kind: -1, new_kind: +1})
+            sessions.rekinded(tx, old.session_id, old_kind, new_kind)
         relations.remove(tx, old.message_id, old.metadata)
         relations.add(tx, new.message_id, new.metadata)
         terms.unindex(tx, old.docno, old_msg)
@@ -74,7 +74,7 @@ class Projector:
         relations.remove(tx, old.message_id, old.metadata)
         history.remove(tx, old.session_id, old.message_id)
         messages.remove(tx, old.message_id)
-        sessions.changed(tx, old.session_id, {old.metadata.memory_kind: -1})
+        sessions.removed(tx, old.session_id, old.message_id, old.metadata.memory_kind)
         dead = size + (0 if old.dead_counted else old.log_bytes)
         stats.add(tx, active=-1, deleted=1, dead_bytes=dead, body_bytes=-old.content_bytes,
                   metadata_bytes=-_metadata_bytes(old.metadata))

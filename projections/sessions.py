@@ -37,28 +37,54 @@ def split_order_key(k: bytes) -> tuple[int, str]:
     return _TS.unpack(k[:8])[0], k[8:].decode("utf-8")
 
 
-def changed(tx: Tx, session_id: str, kind_delta: dict[str, int]) -> None:
-    """Recount after a message of the session was added, removed or re-kinded."""
-    entry = get(tx, session_id) or [0, [0] * len(KINDS), None, None]
-    count, kinds, old_start, _ = entry
-    for kind, delta in kind_delta.items():
-        kinds[KINDS.index(kind)] += delta
-        count += delta
-    ends = history.first_last(tx, session_id)
+def _entry(tx: Tx, session_id: str) -> list:
+    return get(tx, session_id) or [0, [0] * len(KINDS), None, None]
+
+
+def _store(tx: Tx, session_id: str, entry: list, old_start: int | None) -> None:
+    count, _, started, _ = entry
     key = session_id.encode("utf-8")
-    if old_start is not None:
-        tx.txn.delete(order_key(old_start, session_id), db=tx.db(ORDER))
-    if ends is None:
+    if old_start != started or not count:
+        if old_start is not None:
+            tx.txn.delete(order_key(old_start, session_id), db=tx.db(ORDER))
+        if count:
+            tx.txn.put(order_key(started, session_id), b"", db=tx.db(ORDER))
+    if count:
+        tx.txn.put(key, codec.dumps(entry), db=tx.db(DB))
+    else:
         tx.txn.delete(key, db=tx.db(DB))
+
+
+def added(tx: Tx, session_id: str, message_id: str, timestamp: int, kind: str) -> None:
+    """Count a message that ``history`` already lists under the session."""
+    count, kinds, started, last = _entry(tx, session_id)
+    kinds[KINDS.index(kind)] += 1
+    first_id, last_id = history.first_last(tx, session_id)
+    entry = [count + 1, kinds, timestamp if first_id == message_id else started,
+             timestamp if last_id == message_id else last]
+    _store(tx, session_id, entry, started)
+
+
+def removed(tx: Tx, session_id: str, message_id: str, kind: str) -> None:
+    """Uncount a message already gone from ``history`` and ``messages``."""
+    count, kinds, started, last = _entry(tx, session_id)
+    kinds[KINDS.index(kind)] -= 1
+    ends = history.first_last(tx, session_id)
+    if ends is None:
+        _store(tx, session_id, [0, kinds, None, None], started)
         return
-    started, last = (_timestamp(tx, mid) for mid in ends)
-    tx.txn.put(key, codec.dumps([count, kinds, started, last]), db=tx.db(DB))
-    tx.txn.put(order_key(started, session_id), b"", db=tx.db(ORDER))
+    first_id, last_id = ends        # ids sort like creation: an end moved iff it was removed
+    entry = [count - 1, kinds,
+             messages.timestamp(tx, first_id) if message_id < first_id else started,
+             messages.timestamp(tx, last_id) if message_id > last_id else last]
+    _store(tx, session_id, entry, started)
 
 
-def _timestamp(tx: Tx, message_id: str) -> int:
-    state = messages.get(tx, message_id)
-    return state.timestamp
+def rekinded(tx: Tx, session_id: str, old_kind: str, new_kind: str) -> None:
+    entry = _entry(tx, session_id)
+    entry[1][KINDS.index(old_kind)] -= 1
+    entry[1][KINDS.index(new_kind)] += 1
+    tx.txn.put(session_id.encode("utf-8"), codec.dumps(entry), db=tx.db(DB))
 
 
 def ordered(tx: Tx, after_key: bytes | None) -> Iterator[tuple[bytes, str]]:

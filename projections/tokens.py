@@ -1,16 +1,32 @@
 """The tokenizer shared by indexing and querying.
 
-Text is NFKC-normalized and case-folded.  Three kinds of token come out:
+Text is NFKC-normalized (full-width Latin and digits become ASCII, half-width
+katakana becomes full-width) and case-folded; curly apostrophes become ``'``.
+Then it is cut into *chunks* — runs of an unsegmented script, and words — and
+each chunk gives terms:
 
-* **words** — runs of letters and digits in spaced scripts; plain
-  alphabetic words are stemmed (Snowball English), so "deploys" finds "deploy";
-* **identifiers** — ``ERR_CONN_RESET``, ``snake_case``, ``CamelCase``,
-  ``os.path.join``, ``/usr/lib/x.so``, ``3.11.7``: indexed whole (unstemmed) and
-  by every part, so the whole form and each part are findable and a whole
-  match outranks a match of its parts;
-* **unsegmented scripts** (Japanese, Chinese, Thai, …) — every character and
-  every pair of neighbouring characters, so 1- and 2-character queries match
-  with no dictionary.  ``・`` between katakana words is dropped first.
+* **words** — letters and digits of spaced scripts, with inner apostrophes
+  (``caroline's``); alphabetic words are stemmed with Snowball English, so
+  "painting" finds "painted" and "Caroline's" finds "Caroline".
+* **identifiers** — words joined by ``. _ - / : \\ @ + #`` or written in
+  CamelCase (``ERR_CONN_RESET``, ``snake_case``, ``getUserName``,
+  ``os.path.join``, ``/usr/lib/x.so``, ``3.11.7``): one *whole* term (unstemmed)
+  plus every *part* (stemmed), so the whole form and each part are findable and
+  a whole match outranks a match of its parts.  A plain hyphenated word
+  (``de-stress``, ``e-mail``) has the joined stem as its whole term, so it
+  meets its closed spelling (``destress``, ``email``).
+* **unsegmented scripts** (Japanese, Chinese, Thai, Korean, …) — no dictionary:
+  every character (*unigram*) and every pair of neighbouring characters
+  (*bigram*).  A run of digits touching such a run counts as one character of
+  it (``第20回`` gives ``第20`` and ``20回``); ``・`` between katakana words is
+  dropped; a katakana word of four or more characters loses a final ``ー``
+  (``サーバー`` = ``サーバ``, as Lucene's Japanese katakana stemmer does).
+
+Queries use the same cutting, with a weight per term (:func:`query_terms`):
+stopwords (the Snowball English list) are dropped unless nothing else is
+left; a query bigram weighs ``GRAM_WEIGHT`` because neighbouring bigrams share
+a character (a run of n characters counts about like n/2 words), and unigrams
+are asked only for a lone character; identifier parts weigh ``PART_WEIGHT``.
 
 Terms longer than ``MAX_TERM_BYTES`` are replaced by a hash, keeping LMDB keys
 well under 511 bytes.
@@ -21,12 +37,14 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections import Counter
 from functools import lru_cache
+from typing import Iterator
 
 import Stemmer
 
 MAX_TERM_BYTES = 160
+GRAM_WEIGHT = 0.5
+PART_WEIGHT = 0.5
 
 _UNSEGMENTED = (
     "\u0e00-\u0eff"            # Thai, Lao
@@ -39,20 +57,37 @@ _UNSEGMENTED = (
     "\u31f0-\u31ff"            # Katakana phonetic extensions
     "\uac00-\ud7af"            # Hangul syllables
 )
-_CHUNK = re.compile(
-    rf"(?P<cjk>[{_UNSEGMENTED}]+)"
-    rf"|(?P<word>[^\W{_UNSEGMENTED}]+(?:[._\-/:\\@+#]+[^\W{_UNSEGMENTED}]+)*)"
-)
+_WORD = rf"[^\W{_UNSEGMENTED}]+(?:'[^\W{_UNSEGMENTED}]+)*"
+_CHUNK = re.compile(rf"(?P<run>(?:\d+)?[{_UNSEGMENTED}]+(?:\d+[{_UNSEGMENTED}]+)*\d*)"
+                    rf"|(?P<word>{_WORD}(?:[._\-/:\\@+#]+{_WORD})*)")
+_UNITS = re.compile(rf"\d+|[{_UNSEGMENTED}]")
 _SEPARATORS = re.compile(r"[._\-/:\\@+#]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_ASCII_ALPHA = re.compile(r"[a-z]+")
+_HYPHENATED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
+_KATAKANA_LONG = re.compile(r"(?<=[\u30a1-\u30fa\u30fc-\u30ff]{3})ー(?![\u30a1-\u30fa\u30fc-\u30ff])")
+_STEMMABLE = re.compile(r"[a-z']+")
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "・": None})
 _STEMMER = Stemmer.Stemmer("english")
 
-STOPWORDS = frozenset(
-    "a an and are as at be been but by did do does for from had has have he her his "
-    "how i if in into is it its me my of on or our she so than that the their them "
-    "then there they this to was we were what when where which who whom why will "
-    "with you your".split())
+# The Snowball English stopword list (snowballstem.org), plus can/will/just.
+STOPWORDS = frozenset("""
+i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
+she her hers herself it its itself they them their theirs themselves what which who whom
+this that these those am is are was were be been being have has had having do does did
+doing would should could ought i'm you're he's she's it's we're they're i've you've we've
+they've i'd you'd he'd she'd we'd they'd i'll you'll he'll she'll we'll they'll isn't
+aren't wasn't weren't hasn't haven't hadn't doesn't don't didn't won't wouldn't shan't
+shouldn't can't cannot couldn't mustn't let's that's who's what's here's there's when's
+where's why's how's a an the and but if or because as until while of at by for with about
+against between into through during before after above below to from up down in out on
+off over under again further then once here there when where why how all any both each
+few more most other some such no nor not only own same so than too very can will just
+""".split())
+
+# Roles of a term within a query (the index treats every term alike).
+WORD, STOP, WHOLE, PART, GRAM, UNIGRAM, CHAR = "word", "stop", "whole", "part", "gram", "unigram", "char"
+CHAR_WEIGHT = 0.0
+_QUERY_WEIGHT = {WORD: 1.0, WHOLE: 1.0, PART: PART_WEIGHT, GRAM: GRAM_WEIGHT, UNIGRAM: 1.0, CHAR: CHAR_WEIGHT}
 
 
 def normalize(text: str) -> str:
@@ -69,51 +104,82 @@ def bounded(term: str) -> str:
 
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    if _ASCII_ALPHA.fullmatch(word):
-        return _STEMMER.stemWord(word)
-    return word
+    if _STEMMABLE.fullmatch(word):
+        return bounded(_STEMMER.stemWord(word))
+    return bounded(word)
 
 
 def _parts(chunk: str) -> list[str]:
+    """An identifier's parts: split at separators, then at CamelCase humps."""
     parts: list[str] = []
     for piece in _SEPARATORS.split(chunk):
-        if piece.isascii():
-            parts.extend(_CAMEL.findall(piece) or [piece])
+        if piece.isascii() and "'" not in piece:
+            parts.extend(_CAMEL.findall(piece) or ([piece] if piece else []))
         elif piece:
             parts.append(piece)
     return parts
 
 
-def _word_terms(chunk: str, out: list[str]) -> None:
+def _word(chunk: str) -> Iterator[tuple[str, str]]:
+    folded = chunk.casefold()
     parts = _parts(chunk)
     if len(parts) <= 1:
-        out.append(bounded(_stem(chunk.casefold())))
+        yield _stem(folded), STOP if folded in STOPWORDS else WORD
         return
-    out.append(bounded(chunk.casefold()))
-    out.extend(_stem(p.casefold()) for p in parts)
+    if _HYPHENATED.fullmatch(chunk):
+        yield _stem(folded.replace("-", "")), WHOLE
+    else:
+        yield bounded(folded), WHOLE
+    for part in parts:
+        yield _stem(part.casefold()), PART
 
 
-def _cjk_terms(run: str, out: list[str], unigrams: bool) -> None:
-    if unigrams or len(run) == 1:
-        out.extend(run)
-    out.extend(run[i:i + 2] for i in range(len(run) - 1))
+def _run(chunk: str) -> Iterator[tuple[str, str]]:
+    units = _UNITS.findall(_KATAKANA_LONG.sub("", chunk.casefold()))
+    if len(units) == 1:
+        yield bounded(units[0]), UNIGRAM
+        return
+    for unit in units:
+        yield bounded(unit), UNIGRAM
+    for a, b in zip(units, units[1:]):
+        yield bounded(a + b), GRAM
 
 
-def terms(text: str, *, unigrams: bool = True) -> list[str]:
-    """Every indexable term of ``text``, in order, with repeats."""
-    text = unicodedata.normalize("NFKC", text).replace("・", "")
-    out: list[str] = []
+def _chunks(text: str) -> Iterator[tuple[str, bool]]:
+    """(chunk, is an unsegmented run) for each chunk of ``text``."""
+    text = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
     for m in _CHUNK.finditer(text):
-        if m.lastgroup == "cjk":
-            _cjk_terms(m.group().casefold(), out, unigrams)
-        else:
-            _word_terms(m.group(), out)
+        yield m.group(), m.lastgroup == "run"
+
+
+def terms(text: str) -> list[str]:
+    """Every indexable term of ``text``, in order, with repeats."""
+    out: list[str] = []
+    for chunk, is_run in _chunks(text):
+        out.extend(term for term, _ in (_run(chunk) if is_run else _word(chunk)))
     return out
 
 
-def query_terms(text: str) -> Counter:
-    """Terms of a query with their counts; very common words are dropped
-    unless the query has nothing else."""
-    found = Counter(terms(text, unigrams=False))
-    content = Counter({t: n for t, n in found.items() if t not in STOPWORDS})
-    return content or found
+def query_terms(text: str) -> dict[str, float]:
+    """The query's terms with their weights (repeats add up).
+
+    Stopwords are dropped unless the query has nothing else; an unsegmented
+    run is asked by its bigrams, or by its character when it has only one.
+    """
+    tagged: list[tuple[str, str]] = []
+    for chunk, is_run in _chunks(text):
+        if not is_run:
+            tagged.extend(_word(chunk))
+            continue
+        found = list(_run(chunk))
+        if len(found) == 1:
+            tagged.extend(found)
+        else:
+            tagged.extend((t, CHAR if r == UNIGRAM else r) for t, r in found)
+    kept = [(t, r) for t, r in tagged if r != STOP] or [(t, WORD) for t, _ in tagged]
+    out: dict[str, float] = {}
+    for term, role in kept:
+        if _QUERY_WEIGHT[role] <= 0:
+            continue
+        out[term] = out.get(term, 0.0) + _QUERY_WEIGHT[role]
+    return out

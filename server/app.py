@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -107,8 +108,88 @@ def build_server(store_path: str, **service_options) -> Server:
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+class _AnsweringUnreadable:
+    """The read side of a transport, answering lines it could not parse.
+
+    The SDK's stdio transport turns a line that is not valid JSON-RPC (bad
+    JSON, or a lone surrogate such as ``"\\ud800"`` that its strict parser
+    refuses) into an exception item, which the dispatcher only logs: the
+    client would wait for an answer forever.  This wrapper answers such a
+    request with a JSON-RPC error carrying its id (``null`` when no id can be
+    read) and passes every other item through unchanged.
+    """
+
+    def __init__(self, inner, write_stream) -> None:
+        self._inner = inner
+        self._write = write_stream
+
+    @property
+    def last_context(self):
+        return getattr(self._inner, "last_context", None)
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        while True:
+            item = await self._inner.__anext__()
+            if not isinstance(item, Exception):
+                return item
+            await self._answer(item)
+
+    async def receive(self):
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            await self._answer(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self):
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc):
+        return await self._inner.__aexit__(*exc)
+
+    async def _answer(self, exc: Exception) -> None:
+        from mcp.shared.message import SessionMessage
+        reply = _unreadable_reply(exc)
+        if reply is not None:
+            log.warning("answered an unreadable request with JSON-RPC error %s", reply.error.code)
+            await self._write.send(SessionMessage(reply))
+
+
+def _unreadable_reply(exc: Exception) -> types.JSONRPCError | None:
+    """The error answering the line behind ``exc``; None for a notification or a response."""
+    line = None
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        with contextlib.suppress(Exception):
+            line = errors()[0].get("input")
+    try:
+        message = json.loads(line)
+    except (TypeError, ValueError):
+        return _error(None, types.PARSE_ERROR, "Parse error: the line is not JSON")
+    if not isinstance(message, dict):
+        return _error(None, types.INVALID_REQUEST, "Invalid request: not a JSON-RPC object")
+    if "method" not in message or "id" not in message:
+        return None
+    rid = message["id"]
+    rid = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
+    return _error(rid, types.INVALID_REQUEST,
+                  "Invalid request: not valid JSON-RPC, or a string holds a lone surrogate")
+
+
+def _error(rid: str | int | None, code: int, message: str) -> types.JSONRPCError:
+    return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
+
+
 async def serve_stdio(store_path: str) -> None:
     from mcp.server.stdio import stdio_server
     server = build_server(store_path)
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        await server.run(_AnsweringUnreadable(read_stream, write_stream), write_stream,
+                         server.create_initialization_options())

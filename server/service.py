@@ -99,7 +99,7 @@ class MemoryService:
     def history(self, session_id: str, limit: int, cursor: str | None) -> dict:
         with self._read() as tx:
             secret = self.store.secret(tx)
-            start = cursors.decode(secret, cursor, "history", session_id) if cursor else None
+            start = cursors.decode(secret, cursor, "history", session_id) if cursor is not None else None
             budget, page, more = render.Budget(), [], False
             for mid in history.after(tx, session_id, start, limit + 1):
                 item = render.message(messages.load(tx, messages.get(tx, mid)))
@@ -109,7 +109,7 @@ class MemoryService:
                 if not page:
                     budget.take(item)
                 page.append(item)
-            out: dict = {"history": page}
+            out: dict = {"status": "OK", "history": page}
             if more:
                 out["nextCursor"] = cursors.encode(secret, "history", session_id, page[-1]["message_id"])
             return out
@@ -120,7 +120,7 @@ class MemoryService:
             state = self._live(tx, message_id, expected_revision)
             data = messages.content(tx, state).encode("utf-8", "surrogatepass")
         end = _chunk_end(data, offset, limit)
-        return {"content_range": {
+        return {"status": "OK", "content_range": {
             "message_id": message_id, "revision": state.revision, "total_bytes": len(data),
             "content_offset": offset, "next_content_offset": end, "complete": end == len(data),
             "content": data[offset:end].decode("utf-8", "surrogatepass")}}
@@ -131,11 +131,12 @@ class MemoryService:
             state = self._live(tx, message_id, None)
             walk = _ContextWalk(tx)
             focal = walk.take(message_id)
-            older = [walk.take(m) for m in history.before(tx, state.session_id, message_id, before)]
+            nearest_first = reversed(history.before(tx, state.session_id, message_id, before))
+            older = [walk.take(m) for m in nearest_first][::-1]
             newer = [walk.take(m) for m in history.after(tx, state.session_id, message_id, after)]
             rels = walk.relations(message_id, depth, types)
             entry = sessions.get(tx, state.session_id)
-        return {"message": focal,
+        return {"status": "OK", "message": focal,
                 "chronological_context": {"before": [m for m in older if m is not None],
                                           "after": [m for m in newer if m is not None]},
                 "relations": rels,
@@ -145,7 +146,7 @@ class MemoryService:
     def sessions(self, limit: int, cursor: str | None) -> dict:
         with self._read() as tx:
             secret = self.store.secret(tx)
-            start = bytes.fromhex(cursors.decode(secret, cursor, "sessions", "")) if cursor else None
+            start = bytes.fromhex(cursors.decode(secret, cursor, "sessions", "")) if cursor is not None else None
             budget, page, last_key, more = render.Budget(), [], None, False
             for key, sid in sessions.ordered(tx, start):
                 item = self._session_entry(tx, sid)
@@ -156,7 +157,7 @@ class MemoryService:
                     budget.take(item)
                 page.append(item)
                 last_key = key
-            out: dict = {"sessions": page}
+            out: dict = {"status": "OK", "sessions": page}
             if more:
                 out["nextCursor"] = cursors.encode(secret, "sessions", "", last_key.hex())
             return out
@@ -178,7 +179,7 @@ class MemoryService:
                 if not budget.take(item) and results:
                     break
                 results.append(item)
-        return {"results": results}
+        return {"status": "OK", "results": results}
 
     @staticmethod
     def _result(tx: Tx, hit: search.Hit, context_size: int) -> dict:

@@ -55,13 +55,26 @@ class ToolSpec:
 
 
 # ---------------------------------------------------------------- handlers
+def _opt(a: dict, key: str, check: Callable[[Any], Any], default: Any = None) -> Any:
+    """``check(a[key])`` when the parameter is present (``null`` included), else ``default``."""
+    return check(a[key]) if key in a else default
+
+
+def _int(field: str, lo: int, hi: int | None = None) -> Callable[[Any], int]:
+    return lambda value: v.integer(value, field, lo, hi)
+
+
+def _content_text(value: Any) -> str:
+    return v.text(value, "content", min_bytes=1, max_bytes=v.MAX_CONTENT)
+
+
 def _write(svc: MemoryService, a: dict) -> dict:
     a = v.check_keys(a, {"session_id", "role", "content", "metadata_json"},
                      ("session_id", "role", "content"))
     sid = v.session_id(a["session_id"])
     role = v.role(a["role"])
-    content = v.text(a["content"], "content", min_bytes=1, max_bytes=v.MAX_CONTENT)
-    meta = v.apply_patch(Metadata(), v.metadata_patch(a.get("metadata_json")))
+    content = _content_text(a["content"])
+    meta = v.apply_patch(Metadata(), _opt(a, "metadata_json", v.metadata_patch, {}))
     return svc.write_message(sid, role, content, meta)
 
 
@@ -70,9 +83,9 @@ def _update(svc: MemoryService, a: dict) -> dict:
     mid = v.ulid(a["message_id"], "message_id")
     if "content" not in a and "metadata_json" not in a:
         raise ValidationError("content, metadata_json: at least one is required")
-    content = v.text(a["content"], "content", min_bytes=1, max_bytes=v.MAX_CONTENT) if "content" in a else None
-    patch = v.metadata_patch(a.get("metadata_json")) if "metadata_json" in a else {}
-    rev = v.integer(a["expected_revision"], "expected_revision", 1) if "expected_revision" in a else None
+    content = _opt(a, "content", _content_text)
+    patch = _opt(a, "metadata_json", v.metadata_patch, {})
+    rev = _opt(a, "expected_revision", _int("expected_revision", 1))
     return svc.update_message(mid, content, patch, rev)
 
 
@@ -86,50 +99,48 @@ _VIEW_PARAMS = {
 
 def _read(svc: MemoryService, a: dict) -> dict:
     a = v.check_keys(a, set().union(*_VIEW_PARAMS.values()) | {"view"})
-    view = v.choice(a.get("view", "history"), "view", tuple(_VIEW_PARAMS))
+    view = _opt(a, "view", lambda x: v.choice(x, "view", tuple(_VIEW_PARAMS)), "history")
     for key in a:
         if key != "view" and key not in _VIEW_PARAMS[view]:
             raise ValidationError(f"{key}: is not a parameter of the {view} view")
     return _VIEWS[view](svc, a)
 
 
+def _cursor(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationError("cursor: must be a nextCursor returned by this view for the same session")
+    return value
+
+
 def _history(svc: MemoryService, a: dict) -> dict:
     v.check_keys(a, set(a), ("session_id",))
     sid = v.session_id(a["session_id"])
-    limit = v.integer(a.get("limit", 100), "limit", 1, 1000)
-    cursor = a.get("cursor")
-    return svc.history(sid, limit, None if cursor is None else _cursor(cursor))
-
-
-def _cursor(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValidationError("cursor: must be a string")
-    return value
+    limit = _opt(a, "limit", _int("limit", 1, 1000), 100)
+    return svc.history(sid, limit, _opt(a, "cursor", _cursor))
 
 
 def _content(svc: MemoryService, a: dict) -> dict:
     v.check_keys(a, set(a), ("message_id",))
     mid = v.ulid(a["message_id"], "message_id")
-    offset = v.integer(a.get("content_offset", 0), "content_offset", 0)
-    limit = v.integer(a.get("content_limit", 4096), "content_limit", 1, 65536)
-    rev = v.integer(a["expected_revision"], "expected_revision", 1) if "expected_revision" in a else None
+    offset = _opt(a, "content_offset", _int("content_offset", 0), 0)
+    limit = _opt(a, "content_limit", _int("content_limit", 1, 65536), 4096)
+    rev = _opt(a, "expected_revision", _int("expected_revision", 1))
     return svc.content_range(mid, offset, limit, rev)
 
 
 def _context(svc: MemoryService, a: dict) -> dict:
     v.check_keys(a, set(a), ("message_id",))
     mid = v.ulid(a["message_id"], "message_id")
-    before = v.integer(a.get("before", 1), "before", 0, 10)
-    after = v.integer(a.get("after", 1), "after", 0, 10)
-    depth = v.integer(a.get("relation_depth", 1), "relation_depth", 0, 2)
-    types = v.relation_types(a.get("relation_types_json"))
+    before = _opt(a, "before", _int("before", 0, 10), 1)
+    after = _opt(a, "after", _int("after", 0, 10), 1)
+    depth = _opt(a, "relation_depth", _int("relation_depth", 0, 2), 1)
+    types = _opt(a, "relation_types_json", v.relation_types, frozenset(RELATION_TYPES))
     return svc.context(mid, before, after, depth, types)
 
 
 def _sessions(svc: MemoryService, a: dict) -> dict:
-    limit = v.integer(a.get("limit", 100), "limit", 1, 1000)
-    cursor = a.get("cursor")
-    return svc.sessions(limit, None if cursor is None else _cursor(cursor))
+    limit = _opt(a, "limit", _int("limit", 1, 1000), 100)
+    return svc.sessions(limit, _opt(a, "cursor", _cursor))
 
 
 _VIEWS = {"history": _history, "content": _content, "context": _context, "sessions": _sessions}
@@ -139,21 +150,20 @@ def _search(svc: MemoryService, a: dict) -> dict:
     a = v.check_keys(a, {"query", "session_id", "filters_json", "min_importance", "context_size", "limit"},
                      ("query",))
     query = v.text(a["query"], "query", min_bytes=1, max_bytes=4096)
-    sid = v.session_id(a["session_id"]) if "session_id" in a else None
-    f = v.filters(a.get("filters_json"))
-    flt = Filters(session_id=sid, kinds=f.get("kinds", frozenset()), tiers=f.get("tiers", frozenset()),
+    f = _opt(a, "filters_json", v.filters, {})
+    flt = Filters(session_id=_opt(a, "session_id", v.session_id),
+                  kinds=f.get("kinds", frozenset()), tiers=f.get("tiers", frozenset()),
                   tags=f.get("tags", ()),
-                  min_importance=v.integer(a.get("min_importance", 0), "min_importance", 0, 100))
-    context_size = v.integer(a.get("context_size", 0), "context_size", 0, 3)
-    limit = v.integer(a.get("limit", 20), "limit", 1, 100)
+                  min_importance=_opt(a, "min_importance", _int("min_importance", 0, 100), 0))
+    context_size = _opt(a, "context_size", _int("context_size", 0, 3), 0)
+    limit = _opt(a, "limit", _int("limit", 1, 100), 20)
     return svc.search(query, flt, context_size, limit)
 
 
 def _delete(svc: MemoryService, a: dict) -> dict:
     a = v.check_keys(a, {"message_id", "session_id"}, ("message_id",))
     mid = v.ulid(a["message_id"], "message_id")
-    sid = v.session_id(a["session_id"]) if "session_id" in a else None
-    return svc.delete_message(mid, sid)
+    return svc.delete_message(mid, _opt(a, "session_id", v.session_id))
 
 
 def _rebuild(svc: MemoryService, a: dict) -> dict:

@@ -140,8 +140,6 @@ _FIELD_CHECKS = {
 
 def metadata_patch(value: Any) -> dict[str, Any]:
     """The validated fields present in a ``metadata_json`` string."""
-    if value is None:
-        return {}
     parsed = parse_json(value, "metadata_json")
     if not isinstance(parsed, dict):
         raise ValidationError("metadata_json: must encode a JSON object")
@@ -160,8 +158,6 @@ def apply_patch(meta: Metadata, patch: dict[str, Any]) -> Metadata:
 
 
 def filters(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
     parsed = parse_json(value, "filters_json")
     if not isinstance(parsed, dict):
         raise ValidationError("filters_json: must encode a JSON object")
@@ -183,8 +179,6 @@ def filters(value: Any) -> dict[str, Any]:
 
 
 def relation_types(value: Any) -> frozenset[str]:
-    if value is None:
-        return frozenset(RELATION_TYPES)
     parsed = parse_json(value, "relation_types_json")
     items = string_list(parsed, "relation_types_json", 64)
     return frozenset(choice(t, "relation_types_json[]", RELATION_TYPES) for t in items)

@@ -1,0 +1,350 @@
+"""The LMDB event store: opening, verification, recovery, growth, transactions."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import subprocess
+import sys
+import threading
+
+import lmdb
+import pytest
+
+from eventstore import codec
+from eventstore.errors import CorruptStoreError, InternalError, StoreIOError
+from eventstore.events import Message, MessageDeleted, MessageWritten, Metadata
+from eventstore.store import COMPACT_DIR, FORMAT_VERSION, EventStore
+from projections import history, stats
+from projections.registry import Projector
+from server.service import MemoryService
+from tools.replay import dump_projections
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Clock:
+    def __init__(self, now: int = 1_720_843_200_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        self.now += 1
+        return self.now
+
+
+def open_service(path: str, **options) -> MemoryService:
+    return MemoryService(path, clock=Clock(), rng=random.Random(1), **options)
+
+
+@pytest.fixture
+def svc(store_path):
+    service = open_service(store_path)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+def write(service: MemoryService, content: str, session: str = "s") -> str:
+    return service.write_message(session, "user", content, Metadata())["message"]["message_id"]
+
+
+def raw_env(path: str) -> lmdb.Environment:
+    """The store's LMDB environment opened directly, to tamper with it."""
+    return lmdb.open(path, max_dbs=32, subdir=True)
+
+
+def tamper_meta(path: str, key: bytes, value: bytes | None) -> None:
+    env = raw_env(path)
+    try:
+        with env.begin(write=True) as txn:
+            meta = env.open_db(b"meta", txn=txn)
+            if value is None:
+                txn.delete(key, db=meta)
+            else:
+                txn.put(key, value, db=meta)
+    finally:
+        env.close()
+
+
+def append_raw_events(path: str, events: list) -> None:
+    """Append events to the log without running any projector (a projection lag)."""
+    env = raw_env(path)
+    try:
+        with env.begin(write=True) as txn:
+            log = env.open_db(b"events", txn=txn)
+            with txn.cursor(db=log) as cur:
+                seq = codec.seq_of(cur.key()) if cur.last() else 0
+            for event in events:
+                seq += 1
+                txn.put(codec.seq_key(seq), codec.encode_event(event), db=log)
+    finally:
+        env.close()
+
+
+def file_digest(path: str) -> str:
+    with open(os.path.join(path, "data.mdb"), "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+# ------------------------------------------------------------------ opening
+def test_a_new_store_starts_empty_at_the_current_format_version(svc):
+    report = svc.health()
+    assert report["format_version"] == FORMAT_VERSION == 2
+    assert report["last_sequence"] == 0 and report["active_messages"] == 0
+    assert report["io"] == {"write_bytes": 0, "write_calls": 0, "flush_calls": 0,
+                            "truncate_calls": 0, "replace_calls": 0}
+    assert report["snapshot_valid"] is True and report["recovered_tail"] is False
+
+
+def test_the_store_directory_and_its_files_are_private(svc, store_path):
+    write(svc, "hello")
+    assert os.stat(store_path).st_mode & 0o777 == 0o700
+    for name in os.listdir(store_path):
+        assert os.stat(os.path.join(store_path, name)).st_mode & 0o077 == 0, name
+
+
+def test_reopening_a_clean_store_writes_nothing(store_path):
+    svc = open_service(store_path)
+    write(svc, "first")
+    svc.delete_message(write(svc, "second"), None)
+    before = svc.health()
+    svc.close()
+    digest = file_digest(store_path)
+    svc = open_service(store_path)
+    try:
+        after = svc.health()
+    finally:
+        svc.close()
+    assert after == before
+    assert file_digest(store_path) == digest
+
+
+def test_opening_the_same_store_twice_in_one_process_is_refused_and_the_first_stays_usable(svc, store_path):
+    with pytest.raises(StoreIOError):
+        open_service(store_path)
+    assert write(svc, "still works")
+
+
+def test_a_store_with_a_wrong_format_version_is_refused_as_corrupt(store_path):
+    open_service(store_path).close()
+    tamper_meta(store_path, b"format_version", (FORMAT_VERSION + 1).to_bytes(8, "big"))
+    with pytest.raises(CorruptStoreError, match="format version"):
+        open_service(store_path)
+
+
+def test_a_store_with_events_but_no_format_version_is_refused_as_corrupt(store_path):
+    svc = open_service(store_path)
+    write(svc, "hello")
+    svc.close()
+    tamper_meta(store_path, b"format_version", None)
+    with pytest.raises(CorruptStoreError):
+        open_service(store_path)
+
+
+def test_a_store_whose_newest_event_does_not_decode_is_refused_as_corrupt(store_path):
+    svc = open_service(store_path)
+    write(svc, "hello")
+    svc.close()
+    env = raw_env(store_path)
+    with env.begin(write=True) as txn:
+        txn.put(codec.seq_key(1), b"\xff\x00garbage", db=env.open_db(b"events", txn=txn))
+    env.close()
+    with pytest.raises(CorruptStoreError):
+        open_service(store_path)
+
+
+def test_a_projection_watermark_ahead_of_the_log_is_refused_as_corrupt(store_path):
+    svc = open_service(store_path)
+    write(svc, "hello")
+    svc.close()
+    tamper_meta(store_path, b"watermark", (5).to_bytes(8, "big"))
+    with pytest.raises(CorruptStoreError, match="replay"):
+        open_service(store_path)
+
+
+def test_a_refused_store_is_released_so_it_can_be_repaired_and_reopened(store_path):
+    svc = open_service(store_path)
+    write(svc, "hello")
+    svc.close()
+    tamper_meta(store_path, b"watermark", (5).to_bytes(8, "big"))
+    with pytest.raises(CorruptStoreError):
+        open_service(store_path)
+    tamper_meta(store_path, b"watermark", (0).to_bytes(8, "big"))
+    svc = open_service(store_path)
+    try:
+        assert [m["content"] for m in svc.history("s", 10, None)["history"]] == ["hello"]
+    finally:
+        svc.close()
+
+
+def test_projections_behind_the_log_are_caught_up_on_open_and_reported(store_path):
+    svc = open_service(store_path)
+    keep, gone = write(svc, "kept message"), write(svc, "deleted later")
+    svc.close()
+    late = "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"
+    append_raw_events(store_path, [
+        MessageWritten(Message(late, "s", "user", "written by a process that died", 9, 9)),
+        MessageDeleted(gone)])
+    svc = open_service(store_path)
+    try:
+        report = svc.health()
+        assert report["recovered_tail"] is True and report["snapshot_valid"] is True
+        assert report["last_sequence"] == 4 and report["active_messages"] == 2
+        assert [m["message_id"] for m in svc.history("s", 10, None)["history"]] == [keep, late]
+        live = dump_projections(svc.store)
+        svc.store.rebuild_projections()
+        assert dump_projections(svc.store) == live
+    finally:
+        svc.close()
+
+
+def test_read_models_of_an_older_schema_are_rebuilt_on_open(store_path):
+    svc = open_service(store_path)
+    write(svc, "hello")
+    expected = dump_projections(svc.store)
+    svc.close()
+    tamper_meta(store_path, b"schema_version", (0).to_bytes(8, "big"))
+    svc = open_service(store_path)
+    try:
+        assert svc.store.recovered_tail is True
+        assert dump_projections(svc.store) == expected
+    finally:
+        svc.close()
+
+
+def test_a_leftover_compaction_directory_is_removed_on_open_and_reported(store_path):
+    open_service(store_path).close()
+    leftover = os.path.join(store_path, COMPACT_DIR)
+    os.makedirs(leftover)
+    with open(os.path.join(leftover, "data.mdb"), "wb") as fh:
+        fh.write(b"half-written compacted file")
+    svc = open_service(store_path)
+    try:
+        assert not os.path.exists(leftover)
+        assert svc.health()["recovered_tail"] is True
+    finally:
+        svc.close()
+
+
+# ------------------------------------------------------------- transactions
+def test_a_command_that_fails_after_appending_leaves_nothing_behind(svc):
+    write(svc, "before")
+    before = svc.health()
+    dump = dump_projections(svc.store)
+
+    def command(w):
+        w.append(MessageWritten(Message(w.new_id(w.now_ms()), "s", "user", "half", 1, 1)))
+        raise ValueError("boom")
+    with pytest.raises(InternalError):
+        svc.store.execute(command)
+    assert svc.health() == before
+    assert dump_projections(svc.store) == dump
+
+
+def test_a_command_that_appends_nothing_counts_no_io(svc):
+    before = svc.health()["io"]
+    assert svc.store.execute(lambda w: "nothing") == "nothing"
+    assert svc.health()["io"] == before
+
+
+def test_each_command_that_appends_counts_one_write_and_one_flush(svc):
+    write(svc, "one")
+    write(svc, "two")
+    io = svc.health()["io"]
+    assert io["write_calls"] == io["flush_calls"] == 2
+    with svc.store.read() as tx:
+        sizes = [size for _, _, size in svc.store.iter_events(tx)]
+    assert io["write_bytes"] == sum(sizes)
+
+
+def test_a_closed_store_refuses_reads_with_an_io_error(store_path):
+    store = EventStore(store_path, Projector())
+    store.close()
+    with pytest.raises(StoreIOError):
+        with store.read():
+            pass
+
+
+# ------------------------------------------------------------------ growth
+TINY_MAP = 1 << 17      # room for the sub-databases and a first message, not for sixty
+
+
+def test_the_map_grows_when_a_write_does_not_fit(store_path):
+    svc = open_service(store_path, map_size=TINY_MAP)
+    try:
+        written = [write(svc, "first")]
+        start = svc.store._env.info()["map_size"]
+        written += [write(svc, f"message {i} " + "x" * 2000) for i in range(59)]
+        assert svc.store._env.info()["map_size"] > start
+        got = svc.history("s", 100, None)["history"]
+        assert [m["message_id"] for m in got] == written
+        assert svc.health()["active_messages"] == 60
+    finally:
+        svc.close()
+
+
+def test_a_read_transaction_open_in_another_thread_survives_the_map_growing(store_path):
+    svc = open_service(store_path, map_size=TINY_MAP)
+    first = write(svc, "first")
+    start = svc.store._env.info()["map_size"]
+    inside, release, errors = threading.Event(), threading.Event(), []
+
+    def reader():
+        try:
+            with svc.store.read() as tx:
+                inside.set()
+                release.wait()
+                assert list(history.after(tx, "s", None, 10)) == [first]
+        except BaseException as exc:   # reported to the main thread
+            errors.append(exc)
+
+    def writer():
+        for i in range(60):
+            write(svc, f"message {i} " + "y" * 2000)
+    t_read = threading.Thread(target=reader)
+    t_read.start()
+    inside.wait()
+    t_write = threading.Thread(target=writer)
+    t_write.start()
+    # The writer must grow the map, and can only do so once the reader is done.
+    while not svc.store._guard.waiting and t_write.is_alive():
+        t_write.join(0.005)
+    release.set()
+    t_read.join()
+    t_write.join()
+    grown = svc.store._env.info()["map_size"]
+    svc.close()
+    assert errors == []
+    assert grown > start
+
+
+def test_a_map_grown_by_another_process_is_adopted(store_path):
+    svc = open_service(store_path, map_size=TINY_MAP)
+    try:
+        first = write(svc, "from the parent")
+        code = (
+            "import sys, random\n"
+            "from server.service import MemoryService\n"
+            "from eventstore.events import Metadata\n"
+            f"svc = MemoryService(sys.argv[1], map_size={TINY_MAP})\n"
+            "for i in range(60):\n"
+            "    svc.write_message('s', 'user', f'child {i} ' + 'z' * 2000, Metadata())\n"
+            "svc.close()\n")
+        subprocess.run([sys.executable, "-c", code, store_path], cwd=ROOT, check=True, timeout=60)
+        got = svc.history("s", 100, None)["history"]
+        assert got[0]["message_id"] == first and len(got) == 61
+        assert write(svc, "after the child") > got[-1]["message_id"]
+    finally:
+        svc.close()
+
+
+def test_statistics_written_once_per_transaction_equal_the_incremental_sum(svc):
+    for i in range(5):
+        write(svc, f"message number {i}", session=f"s{i % 2}")
+    svc.delete_message(write(svc, "to delete"), None)
+    with svc.store.read() as tx:
+        st = stats.read(tx)
+    assert st["active"] == 5 and st["deleted"] == 1
+    assert st["body_bytes"] == sum(len(f"message number {i}") for i in range(5))

@@ -1,0 +1,177 @@
+"""A few end-to-end runs of ``convmem serve`` as a real process over stdio.
+
+Kept few on purpose (each starts a Python process): stdout purity, SIGKILL
+after an acknowledged write, two processes on one store, and the legacy
+initialize handshake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from test_mcp_tools import Mcp, parse
+
+REPO = str(Path(__file__).resolve().parent.parent)
+TIMEOUT = 60
+
+
+def serve_command(store: str) -> list[str]:
+    return [sys.executable, "-m", "server.cli", "serve", "--store", store]
+
+
+class RawServer:
+    """``convmem serve`` driven with hand-written JSON-RPC lines."""
+
+    def __init__(self, store: str, stderr_path: Path) -> None:
+        self.stderr = open(stderr_path, "wb")
+        self.proc = subprocess.Popen(serve_command(store), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, cwd=REPO)
+        self.lines: queue.Queue[bytes | None] = queue.Queue()
+        self.seen: list[bytes] = []
+        self.next_id = 0
+        self.pump = threading.Thread(target=self._pump, daemon=True)
+        self.pump.start()
+
+    def _pump(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def send_raw(self, text: str) -> None:
+        self.proc.stdin.write(text.encode("utf-8") + b"\n")
+        self.proc.stdin.flush()
+
+    def notify(self, method: str) -> None:
+        self.send_raw(json.dumps({"jsonrpc": "2.0", "method": method}))
+
+    def request(self, method: str, params: dict | None = None, raw_params: str | None = None) -> dict:
+        self.next_id += 1
+        if raw_params is not None:
+            self.send_raw(f'{{"jsonrpc":"2.0","id":{self.next_id},"method":"{method}","params":{raw_params}}}')
+        else:
+            self.send_raw(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
+                                      "params": params or {}}))
+        while True:
+            message = self.next_message()
+            if message.get("id") == self.next_id:
+                return message
+
+    def next_message(self) -> dict:
+        line = self.lines.get(timeout=TIMEOUT)
+        assert line is not None, "the server closed stdout"
+        self.seen.append(line)
+        return json.loads(line)
+
+    def initialize(self) -> dict:
+        reply = self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                            "clientInfo": {"name": "test", "version": "0"}})
+        self.notify("notifications/initialized")
+        return reply
+
+    def call(self, name: str, arguments: dict) -> tuple[bool, dict]:
+        result = self.request("tools/call", {"name": name, "arguments": arguments})["result"]
+        return result.get("isError", False), json.loads(result["content"][0]["text"])
+
+    def finish(self) -> list[bytes]:
+        """Close stdin, wait for a clean exit, and return every line written to stdout."""
+        self.proc.stdin.close()
+        try:
+            assert self.proc.wait(timeout=TIMEOUT) == 0
+            while (line := self.lines.get(timeout=TIMEOUT)) is not None:
+                self.seen.append(line)
+        finally:
+            self._close()
+        return self.seen
+
+    def kill(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=TIMEOUT)
+        self._close()
+
+    def _close(self) -> None:
+        self.pump.join(timeout=TIMEOUT)
+        for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
+            stream.close()
+
+
+def write_args(content: str, session: str = "s") -> dict:
+    return {"session_id": session, "role": "user", "content": content}
+
+
+def test_stdout_carries_nothing_but_json_rpc(store_path, tmp_path):
+    server = RawServer(store_path, tmp_path / "stderr.log")
+    try:
+        reply = server.initialize()
+        assert reply["result"]["serverInfo"]["name"] == "tiny-convmem"
+        tools = server.request("tools/list")["result"]["tools"]
+        assert len(tools) == 7
+        assert server.call("write_message", write_args("kept"))[0] is False
+        is_error, body = server.call("write_message", {**write_args("x"), "role": "robot"})
+        assert is_error and body["error"]["code"] == "VALIDATION_ERROR"
+        surrogate = server.request(
+            "tools/call", raw_params='{"name":"write_message","arguments":'
+                                     '{"session_id":"s","role":"user","content":"bad \\ud800 text"}}')
+        assert surrogate["error"]["code"] == -32600           # answered, with the request's id
+        server.send_raw("this line is not JSON")
+        assert server.next_message() == {
+            "jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: the line is not JSON"}}
+        assert "error" in server.request("no/such/method")
+        is_error, body = server.call("read_messages", {"session_id": "s"})
+        assert [m["content"] for m in body["history"]] == ["kept"]
+    finally:
+        lines = server.finish()
+    for line in lines:
+        assert json.loads(line)["jsonrpc"] == "2.0"
+    assert b"store open" in (tmp_path / "stderr.log").read_bytes()
+
+
+@pytest.mark.anyio
+async def test_an_acknowledged_write_survives_sigkill_and_the_legacy_handshake_reads_it(store_path, tmp_path):
+    server = RawServer(store_path, tmp_path / "stderr.log")
+    try:
+        server.initialize()
+        acked = [server.call("write_message", write_args(f"durable {i}"))[1]["message"] for i in range(3)]
+        updated = server.call("update_message", {"message_id": acked[0]["message_id"], "content": "changed"})[1]
+    finally:
+        server.kill()
+    params = StdioServerParameters(command=sys.executable, args=serve_command(store_path)[1:], cwd=REPO)
+    async with Client(params, mode="legacy") as client:
+        assert client.protocol_version == "2025-11-25"
+        m = Mcp(client)
+        history = (await m.read(session_id="s"))["history"]
+        assert history == [updated["message"], *acked[1:]]
+        health = await m.health()
+        assert health["active_messages"] == 3 and health["last_sequence"] == 4
+        assert health["snapshot_valid"] is True
+
+
+@pytest.mark.anyio
+async def test_two_processes_share_one_store_and_rebuild_is_busy_while_both_are_attached(store_path):
+    params = StdioServerParameters(command=sys.executable, args=serve_command(store_path)[1:], cwd=REPO)
+    async with Client(params) as first:
+        a = Mcp(first)
+        mine = await a.write("written by the first process", session="shared")
+        async with Client(params) as second:
+            b = Mcp(second)
+            assert (await b.read(session_id="shared"))["history"] == [mine]
+            theirs = await b.write("written by the second process", session="shared")
+            assert theirs["message_id"] > mine["message_id"]
+            found = await a.search("second process")
+            assert [r["message_id"] for r in found][:1] == [theirs["message_id"]], found
+            before = await a.health()
+            result = await first.call_tool("rebuild_index", {})
+            assert result.is_error and parse(result)["error"]["code"] == "BUSY"
+            assert await b.health() == before
+        body = await a.ok("rebuild_index")
+        assert body["messages_indexed"] == 2
+        assert await a.history_ids("shared") == [mine["message_id"], theirs["message_id"]]

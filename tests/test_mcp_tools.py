@@ -1,0 +1,323 @@
+"""The seven tools through a real MCP client (the SDK's in-memory ``Client``).
+
+This module also holds the small client helpers the other ``test_mcp_*``
+modules import: :class:`Mcp` wraps a connected client, parses the one
+``TextContent`` of every result and checks the error envelope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from server.app import build_server
+
+pytestmark = pytest.mark.anyio
+
+ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
+MESSAGE_KEYS = {"message_id", "session_id", "timestamp", "role", "content", "revision",
+                "updated_at", "metadata"}
+METADATA_KEYS = {"tags", "memory_tier", "memory_kind", "importance", "relations",
+                 "source_message_ids"}
+RESULT_KEYS = MESSAGE_KEYS | {"score", "score_breakdown", "matched_fields", "relation_count"}
+RANGE_KEYS = {"message_id", "revision", "total_bytes", "content_offset", "next_content_offset",
+              "complete", "content"}
+SESSION_KEYS = {"session_id", "message_count", "kind_counts", "representative_summary",
+                "started_at", "last_message_at"}
+KINDS = ("conversation", "episode", "semantic", "procedure", "preference", "summary")
+HEALTH_KEYS = {"status", "format_version", "log_size", "snapshot_size", "active_messages",
+               "session_count", "deleted_messages", "last_sequence", "update_records",
+               "dead_bytes", "memory_estimate", "io", "recovered_tail", "snapshot_valid",
+               "last_error"}
+ESTIMATE_KEYS = {"total_bytes", "store_entries_bytes", "body_bytes", "metadata_bytes",
+                 "search_index_bytes", "history_index_bytes", "relation_index_bytes"}
+IO_KEYS = {"write_bytes", "write_calls", "flush_calls", "truncate_calls", "replace_calls"}
+
+
+def parse(result) -> dict:
+    """The JSON body of a tool result: exactly one TextContent holding a JSON object."""
+    assert len(result.content) == 1
+    assert result.content[0].type == "text"
+    body = json.loads(result.content[0].text)
+    assert isinstance(body, dict)
+    return body
+
+
+def assert_message(m: dict, *, summary: bool = False, tool_call_id: bool = False) -> None:
+    assert set(m) == MESSAGE_KEYS
+    assert ULID.fullmatch(m["message_id"])
+    expected = set(METADATA_KEYS)
+    if summary:
+        expected.add("summary")
+    if tool_call_id:
+        expected.add("tool_call_id")
+    assert set(m["metadata"]) == expected
+    for r in m["metadata"]["relations"]:
+        assert set(r) == {"type", "message_id"}
+
+
+class Mcp:
+    """A connected MCP client with helpers that parse and check tool results."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def call(self, name: str, arguments: dict | None = None):
+        return await self.client.call_tool(name, arguments)
+
+    async def ok(self, name: str, **arguments: Any) -> dict:
+        result = await self.call(name, arguments)
+        body = parse(result)
+        assert not result.is_error, body
+        assert body["status"] == "OK", body
+        return body
+
+    async def fail(self, name: str, arguments: dict | None = None,
+                   code: str = "VALIDATION_ERROR") -> str:
+        """Call a tool that must answer with an application error; return its message."""
+        result = await self.call(name, arguments)
+        body = parse(result)
+        assert result.is_error is True, body
+        assert set(body) == {"status", "error"}
+        assert body["status"] == "ERROR"
+        assert set(body["error"]) == {"code", "message"}
+        assert body["error"]["code"] == code, body
+        assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+        return body["error"]["message"]
+
+    async def write(self, content: str = "hello", session: str = "s", role: str = "user",
+                    **metadata: Any) -> dict:
+        args = {"session_id": session, "role": role, "content": content}
+        if metadata:
+            args["metadata_json"] = json.dumps(metadata)
+        return (await self.ok("write_message", **args))["message"]
+
+    async def update(self, message_id: str, content: str | None = None, **metadata: Any) -> dict:
+        args: dict[str, Any] = {"message_id": message_id}
+        if content is not None:
+            args["content"] = content
+        if metadata or content is None:
+            args["metadata_json"] = json.dumps(metadata)
+        return await self.ok("update_message", **args)
+
+    async def read(self, **arguments: Any) -> dict:
+        return await self.ok("read_messages", **arguments)
+
+    async def search(self, query: str, **arguments: Any) -> list[dict]:
+        return (await self.ok("search_messages", query=query, **arguments))["results"]
+
+    async def health(self) -> dict:
+        return await self.ok("get_system_health")
+
+    async def history_ids(self, session: str = "s") -> list[str]:
+        return [m["message_id"] for m in (await self.read(session_id=session, limit=1000))["history"]]
+
+
+@contextlib.asynccontextmanager
+async def connect(store_path: str, *, mode: str = "auto", **service_options: Any):
+    """A client connected in memory to a fresh server on ``store_path``."""
+    async with Client(build_server(store_path, **service_options), mode=mode) as client:
+        yield Mcp(client)
+
+
+@pytest.fixture
+async def mcp(store_path):
+    async with connect(store_path) as m:
+        yield m
+
+
+@contextlib.asynccontextmanager
+async def nothing_changes(m: Mcp):
+    """Assert that what runs inside changes no persisted state, counters included."""
+    before = await m.health()
+    yield
+    assert await m.health() == before
+
+
+# ------------------------------------------------------------------ tools/list
+async def test_tools_list_offers_exactly_the_seven_tools(mcp):
+    tools = (await mcp.client.list_tools()).tools
+    assert sorted(t.name for t in tools) == sorted([
+        "write_message", "update_message", "read_messages", "search_messages",
+        "delete_message", "rebuild_index", "get_system_health"])
+
+
+EXPECTED_PROPERTIES = {
+    "write_message": ({"session_id", "role", "content", "metadata_json"}, ["session_id", "role", "content"]),
+    "update_message": ({"message_id", "content", "metadata_json", "expected_revision"}, ["message_id"]),
+    "read_messages": ({"view", "limit", "cursor", "session_id", "message_id", "content_offset",
+                       "content_limit", "expected_revision", "before", "after", "relation_depth",
+                       "relation_types_json"}, []),
+    "search_messages": ({"query", "session_id", "filters_json", "min_importance", "context_size",
+                         "limit"}, ["query"]),
+    "delete_message": ({"message_id", "session_id"}, ["message_id"]),
+    "rebuild_index": (set(), []),
+    "get_system_health": (set(), []),
+}
+
+
+async def test_every_tool_schema_is_a_closed_object_listing_its_required_parameters(mcp):
+    listed = {t.name: t for t in (await mcp.client.list_tools()).tools}
+    for name, (props, required) in EXPECTED_PROPERTIES.items():
+        schema = listed[name].input_schema
+        assert schema["type"] == "object"
+        assert schema["additionalProperties"] is False
+        assert set(schema["properties"]) == props
+        assert sorted(schema.get("required", [])) == sorted(required)
+        assert listed[name].description
+
+
+async def test_integer_parameters_declare_their_ranges_in_the_schema(mcp):
+    listed = {t.name: t.input_schema for t in (await mcp.client.list_tools()).tools}
+    read = listed["read_messages"]["properties"]
+    assert (read["limit"]["minimum"], read["limit"]["maximum"]) == (1, 1000)
+    assert (read["content_limit"]["minimum"], read["content_limit"]["maximum"]) == (1, 65536)
+    assert (read["relation_depth"]["minimum"], read["relation_depth"]["maximum"]) == (0, 2)
+    search = listed["search_messages"]["properties"]
+    assert (search["limit"]["minimum"], search["limit"]["maximum"]) == (1, 100)
+    assert (search["context_size"]["minimum"], search["context_size"]["maximum"]) == (0, 3)
+    assert listed["write_message"]["properties"]["role"]["enum"] == ["user", "assistant", "system"]
+
+
+async def test_annotations_mark_readers_read_only_and_delete_and_rebuild_destructive(mcp):
+    listed = {t.name: t.annotations for t in (await mcp.client.list_tools()).tools}
+    for name in ("read_messages", "search_messages", "get_system_health"):
+        assert listed[name].read_only_hint is True
+        assert listed[name].destructive_hint is False
+    for name in ("delete_message", "rebuild_index"):
+        assert listed[name].read_only_hint is False
+        assert listed[name].destructive_hint is True
+    for name in ("write_message", "update_message"):
+        assert listed[name].read_only_hint is False
+        assert listed[name].destructive_hint is False
+    assert listed["write_message"].idempotent_hint is False
+
+
+# ---------------------------------------------------------------- result shapes
+async def test_write_message_returns_the_stored_message_with_defaults_and_revision_one(mcp):
+    body = await mcp.ok("write_message", session_id="conversation-1", role="user", content="Remember this")
+    assert set(body) == {"status", "message"}
+    m = body["message"]
+    assert_message(m)
+    assert m["session_id"] == "conversation-1" and m["role"] == "user"
+    assert m["content"] == "Remember this" and m["revision"] == 1
+    assert m["timestamp"] == m["updated_at"] and isinstance(m["timestamp"], int)
+    assert m["metadata"] == {"tags": [], "memory_tier": "short", "memory_kind": "conversation",
+                             "importance": 50, "relations": [], "source_message_ids": []}
+
+
+async def test_write_message_keeps_every_metadata_field_it_was_given(mcp):
+    target = await mcp.write("first")
+    meta = {"tool_call_id": "call-1", "tags": ["project", "decision"], "memory_tier": "long",
+            "memory_kind": "semantic", "importance": 80, "summary": "a summary",
+            "relations": [{"type": "derived_from", "message_id": target["message_id"]}],
+            "source_message_ids": [target["message_id"]]}
+    m = await mcp.write("second", role="assistant", **meta)
+    assert_message(m, summary=True, tool_call_id=True)
+    assert m["metadata"] == meta
+    assert list(m["metadata"]) == ["tool_call_id", "tags", "memory_tier", "memory_kind", "importance",
+                                   "summary", "relations", "source_message_ids"]
+    assert m["message_id"] > target["message_id"]
+
+
+async def test_duplicate_tags_and_relations_are_folded_keeping_first_order(mcp):
+    other = "01ARZ3NDEKTSV4RRFFQ69G5FAW"
+    rels = [{"type": "related_to", "message_id": other}, {"type": "depends_on", "message_id": other},
+            {"type": "related_to", "message_id": other}]
+    m = await mcp.write("x", tags=["b", "a", "b", "c", "a"], relations=rels)
+    assert m["metadata"]["tags"] == ["b", "a", "c"]
+    assert m["metadata"]["relations"] == rels[:2]
+
+
+async def test_ids_grow_with_creation_order_even_within_one_millisecond(mcp):
+    ids = [(await mcp.write(str(i)))["message_id"] for i in range(20)]
+    assert ids == sorted(ids) and len(set(ids)) == 20
+
+
+async def test_nul_inside_content_is_kept(mcp):
+    m = await mcp.write("a\x00b")
+    assert (await mcp.read(session_id="s"))["history"][0]["content"] == "a\x00b"
+    assert m["content"] == "a\x00b"
+
+
+async def test_update_returns_changed_and_the_new_message(mcp):
+    m = await mcp.write("v1")
+    body = await mcp.update(m["message_id"], "v2")
+    assert set(body) == {"status", "changed", "message"}
+    assert body["changed"] is True
+    assert_message(body["message"])
+    assert body["message"]["revision"] == 2 and body["message"]["content"] == "v2"
+
+
+async def test_delete_answers_ok_then_not_found_as_a_status_not_an_error(mcp):
+    m = await mcp.write()
+    assert await mcp.ok("delete_message", message_id=m["message_id"]) == {"status": "OK"}
+    result = await mcp.call("delete_message", {"message_id": m["message_id"]})
+    assert not result.is_error
+    assert parse(result) == {"status": "NOT_FOUND"}
+
+
+async def test_rebuild_index_answers_with_exactly_the_documented_keys(mcp):
+    await mcp.write()
+    body = await mcp.ok("rebuild_index")
+    assert set(body) == {"status", "messages_indexed", "records_removed", "bytes_before", "bytes_after"}
+    assert all(type(body[k]) is int for k in body if k != "status")
+
+
+async def test_health_has_every_documented_field_with_its_type(mcp):
+    h = await mcp.health()
+    assert set(h) == HEALTH_KEYS
+    assert set(h["memory_estimate"]) == ESTIMATE_KEYS
+    assert set(h["io"]) == IO_KEYS
+    assert h["status"] == "OK" and h["format_version"] == 2 and h["last_error"] == ""
+    assert h["snapshot_valid"] is True and h["recovered_tail"] is False
+    for k in ("log_size", "snapshot_size", "active_messages", "session_count", "deleted_messages",
+              "last_sequence", "update_records", "dead_bytes"):
+        assert type(h[k]) is int and h[k] >= 0
+    est = h["memory_estimate"]
+    assert est["total_bytes"] == sum(v for k, v in est.items() if k != "total_bytes")
+
+
+async def test_health_counts_messages_sessions_deletes_and_updates(mcp):
+    a = await mcp.write("a", session="s1")
+    await mcp.write("b", session="s1")
+    await mcp.write("c", session="s2")
+    await mcp.update(a["message_id"], "a2")
+    await mcp.ok("delete_message", message_id=a["message_id"])
+    h = await mcp.health()
+    assert (h["active_messages"], h["session_count"], h["deleted_messages"]) == (2, 2, 1)
+    assert h["update_records"] == 1 and h["last_sequence"] == 5
+    assert h["dead_bytes"] > 0 and h["log_size"] > 0 and h["snapshot_size"] > 0
+    assert h["memory_estimate"]["body_bytes"] == 2
+
+
+async def test_error_envelope_is_exact_and_never_echoes_the_value(mcp):
+    secret = "sekrit-value-" + "z" * 300
+    message = await mcp.fail("write_message", {"session_id": secret, "role": "user", "content": "x"})
+    assert "session_id" in message and "sekrit" not in message
+    message = await mcp.fail("write_message", {"session_id": "s", "role": "user", "content": "x",
+                                               "metadata_json": json.dumps({"tags": [secret]})})
+    assert "tags" in message and "sekrit" not in message
+
+
+async def test_an_unknown_tool_is_an_error_result(mcp):
+    await mcp.fail("no_such_tool", {})
+
+
+async def test_missing_arguments_are_treated_as_empty(mcp):
+    message = await mcp.fail("write_message", None)
+    assert "session_id" in message
+    assert (await mcp.ok("get_system_health"))["status"] == "OK"
+
+
+async def test_the_legacy_initialize_handshake_serves_the_same_tools(store_path):
+    async with connect(store_path, mode="legacy") as m:
+        assert len((await m.client.list_tools()).tools) == 7
+        written = await m.write("over the legacy handshake")
+        assert (await m.read(session_id="s"))["history"] == [written]
+        await m.fail("read_messages", {"view": "nope"})
