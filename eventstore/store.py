@@ -377,15 +377,19 @@ class EventStore:
         return self._run(rebuild, "rebuilding the read models")
 
     def _replay_into(self, w: WriteTx, start: int, progress=None) -> int:
-        """Apply the log from ``start`` on; the watermark ends at the last sequence."""
+        """Apply the log from ``start`` on; the watermark ends at the last sequence.
+
+        ``progress(done, total)`` counts events, whatever their sequence numbers.
+        """
         last, done = self._last_seq(w.txn), 0
+        total = w.txn.stat(w.db("events"))["entries"] if progress else 0
         for seq, event, size in self.iter_events(w, start):
             self.projector.apply(w, seq, event, size)
             done += 1
             if progress and done % _BATCH == 0:
-                progress(seq, last)
+                progress(done, total)
         if progress:
-            progress(last, last)
+            progress(done, total)
         w.watermark = last
         return done
 
@@ -395,87 +399,15 @@ class EventStore:
 
         ``live(tx)`` returns the number of live messages and an iterator of
         re-materialized events.  Needs the store alone (``BUSY`` otherwise).
-        The new file replaces ``data.mdb`` by one atomic ``rename``; a crash
-        before it leaves the old store, after it the new one.
+        See :mod:`eventstore._compaction`.
         """
+        from ._compaction import compact
+        if self._lock is None:
+            raise StoreIOError("the store is closed")
         with self._lock.exclusive() as alone:
             if not alone:
                 raise BusyError("rebuild_index needs the store alone: another process has it open")
-            return self._compact_exclusive(live)
-
-    def _compact_exclusive(self, live) -> dict[str, int]:
-        tmp = os.path.join(self.path, COMPACT_DIR)
-        bytes_before = self.file_size()
-        try:
-            shutil.rmtree(tmp, ignore_errors=True)
-            _make_private_dir(tmp)
-            with self.read() as tx:
-                old_last = self._last_seq(tx.txn)
-                records = tx.txn.stat(tx.db("events"))["entries"]
-                io = self.io_counters(tx.txn)
-                carried = {k: tx.txn.get(k, db=tx.db("meta")) for k in _CARRIED}
-                count, events = live(tx)
-                written = self._write_fresh(tmp, old_last, count, events, io, carried)
-            _fsync_path(os.path.join(tmp, DATA_FILE))
-        except BaseException as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if isinstance(exc, ConvMemError) or not isinstance(exc, Exception):
-                raise
-            raise translate(exc, "compacting the store") from exc
-        self._swap_in(tmp)
-        return {"messages_indexed": written, "records_removed": records - written,
-                "bytes_before": bytes_before, "bytes_after": self.file_size()}
-
-    def _write_fresh(self, tmp: str, old_last: int, count: int, events: Iterable[Event],
-                     io: dict[str, int], carried: dict[bytes, bytes | None]) -> int:
-        """Write the compacted store into ``tmp``: its events end at ``old_last``."""
-        fresh = EventStore.__new__(EventStore)
-        fresh._setup(tmp, self.projector, self.clock, self.rng, self._env.info()["map_size"])
-        fresh._open_env()
-        try:
-            fresh._run(fresh._initialize, "compacting the store")
-            floor = lambda w, n: _put_int(w.txn, w.db("meta"), b"seq_floor", n)  # noqa: E731
-            fresh._run(lambda w: floor(w, old_last - count), "compacting the store")
-            written, batch = 0, []
-            for event in events:
-                batch.append(event)
-                if len(batch) == _BATCH:
-                    written += fresh._run(lambda w: len([w.append(e) for e in batch]), "compacting the store")
-                    batch = []
-            written += fresh._run(lambda w: len([w.append(e) for e in batch]), "compacting the store")
-            if written != count:
-                raise CorruptStoreError("compaction found a different number of live messages than counted")
-
-            def finish(w: WriteTx) -> None:
-                w.txn.put(b"io", codec.dumps(dict(io, replace_calls=io["replace_calls"] + 1)),
-                          db=w.db("meta"))
-                floor(w, old_last)
-                w.watermark = old_last
-                for k, v in carried.items():
-                    if v is not None:
-                        w.txn.put(k, v, db=w.db("meta"))
-            fresh._run(finish, "compacting the store")
-            fresh._env.sync(True)
-            return written
-        finally:
-            fresh.close()
-
-    def _swap_in(self, tmp: str) -> None:
-        """Close, atomically replace data.mdb by the compacted file, reopen."""
-        with self._guard.exclusive():
-            self._env.close()
-            self._env = None
-            try:
-                os.replace(os.path.join(tmp, DATA_FILE), os.path.join(self.path, DATA_FILE))
-                _fsync_path(self.path)
-                shutil.rmtree(tmp, ignore_errors=True)
-            except Exception as exc:
-                self._open_env()     # the old file is still in place
-                raise translate(exc, "replacing the store file") from exc
-            try:
-                self._open_env()
-            except Exception as exc:
-                raise translate(exc, "reopening the compacted store") from exc
+            return compact(self, live)
 
     # ---------------------------------------------------------------- closing
     def close(self) -> None:

@@ -13,10 +13,12 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 
 from eventstore.errors import ValidationError
 
 _MAC = 16
+_ALPHABET = re.compile(r"[A-Za-z0-9_-]{1,4096}")
 
 
 def encode(secret: bytes, view: str, scope: str, position: str) -> str:
@@ -28,8 +30,8 @@ def encode(secret: bytes, view: str, scope: str, position: str) -> str:
 def decode(secret: bytes, cursor: object, view: str, scope: str) -> str:
     """The position inside a cursor issued for ``view`` and ``scope``."""
     bad = ValidationError("cursor: must be a nextCursor returned by this view for the same session")
-    if not isinstance(cursor, str) or not cursor or len(cursor) > 4096 or not cursor.isascii():
-        raise bad
+    if not isinstance(cursor, str) or not _ALPHABET.fullmatch(cursor):
+        raise bad                    # (b64decode would silently skip foreign characters)
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     except (binascii.Error, ValueError):

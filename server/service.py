@@ -175,26 +175,39 @@ class MemoryService:
             hits = search.search(tx, query, flt, limit)
             budget, results = render.Budget(), []
             for hit in hits:
-                item = self._result(tx, hit, context_size)
+                item = self._result(tx, hit)
+                if context_size:
+                    item["context_preview"] = {"before": [], "after": []}
                 if not budget.take(item) and results:
                     break
+                if context_size:
+                    self._preview(tx, item, context_size, budget)
                 results.append(item)
         return {"status": "OK", "results": results}
 
     @staticmethod
-    def _result(tx: Tx, hit: search.Hit, context_size: int) -> dict:
+    def _result(tx: Tx, hit: search.Hit) -> dict:
         state = messages.get(tx, hit.doc.message_id)
         item = render.message(messages.load(tx, state))
         item["score"] = hit.score
         item["score_breakdown"] = hit.breakdown
         item["matched_fields"] = [f for f in terms.FIELDS if hit.breakdown[f] > 0]
         item["relation_count"] = relations.count(tx, state.message_id)
-        if context_size:
-            load = lambda mid: render.message(messages.load(tx, messages.get(tx, mid)))  # noqa: E731
-            item["context_preview"] = {
-                "before": [load(m) for m in history.before(tx, state.session_id, state.message_id, context_size)],
-                "after": [load(m) for m in history.after(tx, state.session_id, state.message_id, context_size)]}
         return item
+
+    @staticmethod
+    def _preview(tx: Tx, item: dict, size: int, budget: render.Budget) -> None:
+        """Fill ``context_preview`` nearest neighbours first, as far as the budget allows."""
+        sid, mid = item["session_id"], item["message_id"]
+        preview = item["context_preview"]
+        for side, ids in (("before", reversed(history.before(tx, sid, mid, size))),
+                          ("after", history.after(tx, sid, mid, size))):
+            for other in ids:
+                neighbour = render.message(messages.load(tx, messages.get(tx, other)))
+                if not budget.take(neighbour):
+                    break
+                preview[side].append(neighbour)
+        preview["before"].reverse()
 
     # -------------------------------------------------------- maintenance
     def rebuild(self) -> dict:

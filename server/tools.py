@@ -49,10 +49,6 @@ class ToolSpec:
     writes: bool                 # runs on the single writer thread
     handler: Callable[[MemoryService, dict], dict]
 
-    @property
-    def allowed(self) -> set[str]:
-        return set(self.schema["properties"])
-
 
 # ---------------------------------------------------------------- handlers
 def _opt(a: dict, key: str, check: Callable[[Any], Any], default: Any = None) -> Any:

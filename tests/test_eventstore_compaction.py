@@ -4,42 +4,29 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import subprocess
 import sys
 
 import pytest
 
-from eventstore.errors import BusyError
-from eventstore.events import Metadata
+from eventstore.errors import BusyError, StoreIOError
+from eventstore.store import COMPACT_DIR
 from projections.search import Filters
-from server.service import MemoryService
 from tools.replay import dump_projections
+
+from strategies import open_service, write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "Quixotically Zanzibarian Flumpet"   # distinctive, mixed case, in deleted text only
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_720_843_200_000
-
-    def __call__(self) -> int:
-        self.now += 1
-        return self.now
-
-
 @pytest.fixture
 def svc(store_path):
-    service = MemoryService(store_path, clock=Clock(), rng=random.Random(3))
+    service = open_service(store_path)
     try:
         yield service
     finally:
         service.close()
-
-
-def write(service, content, session="s", **meta) -> str:
-    return service.write_message(session, "user", content, Metadata(**meta))["message"]["message_id"]
 
 
 def populate(service) -> dict[str, str]:
@@ -183,7 +170,7 @@ def _store_bytes(path: str) -> bytes:
 
 
 def test_deleted_and_superseded_text_is_in_no_file_of_the_store_after_compaction(store_path):
-    svc = MemoryService(store_path, clock=Clock(), rng=random.Random(3))
+    svc = open_service(store_path)
     try:
         populate(svc)
         assert SECRET.encode() in _store_bytes(store_path)     # logical delete keeps the bytes
@@ -218,3 +205,36 @@ def test_a_busy_compaction_keeps_this_process_share_of_the_lock(svc, store_path)
     # process must not be able to take it for compaction.
     assert try_compact_in_another_process(store_path) == "BUSY"
     assert svc.history("s", 10, None)["history"]
+
+
+def test_a_compaction_that_cannot_replace_the_file_leaves_the_old_store_whole(svc, store_path, monkeypatch):
+    populate(svc)
+    before, history = svc.health(), svc.history("s", 100, None)
+
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(StoreIOError):
+        svc.rebuild()
+    monkeypatch.undo()
+    assert not os.path.exists(os.path.join(store_path, COMPACT_DIR))
+    assert svc.history("s", 100, None) == history
+    after = svc.health()
+    assert after["io"] == before["io"] and after["last_sequence"] == before["last_sequence"]
+    assert after["last_error"] and after["status"] == "DEGRADED"
+    assert svc.rebuild()["messages_indexed"] == 3
+
+
+def test_a_compaction_that_fails_while_writing_leaves_the_old_store_and_no_temporary_files(svc, store_path):
+    populate(svc)
+    history = svc.history("s", 100, None)
+
+    def broken(tx):
+        def events():
+            yield from ()
+            raise OSError(5, "Input/output error")
+        return 3, events()
+    with pytest.raises(StoreIOError):
+        svc.store.compact(broken)
+    assert not os.path.exists(os.path.join(store_path, COMPACT_DIR))
+    assert svc.history("s", 100, None) == history

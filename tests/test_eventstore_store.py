@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import random
 import subprocess
 import sys
 import threading
@@ -14,27 +13,15 @@ import pytest
 
 from eventstore import codec
 from eventstore.errors import CorruptStoreError, InternalError, StoreIOError
-from eventstore.events import Message, MessageDeleted, MessageWritten, Metadata
+from eventstore.events import Message, MessageDeleted, MessageWritten
 from eventstore.store import COMPACT_DIR, FORMAT_VERSION, EventStore
 from projections import history, stats
 from projections.registry import Projector
-from server.service import MemoryService
 from tools.replay import dump_projections
 
+from strategies import open_service, write
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class Clock:
-    def __init__(self, now: int = 1_720_843_200_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        self.now += 1
-        return self.now
-
-
-def open_service(path: str, **options) -> MemoryService:
-    return MemoryService(path, clock=Clock(), rng=random.Random(1), **options)
 
 
 @pytest.fixture
@@ -44,10 +31,6 @@ def svc(store_path):
         yield service
     finally:
         service.close()
-
-
-def write(service: MemoryService, content: str, session: str = "s") -> str:
-    return service.write_message(session, "user", content, Metadata())["message"]["message_id"]
 
 
 def raw_env(path: str) -> lmdb.Environment:
@@ -348,3 +331,11 @@ def test_statistics_written_once_per_transaction_equal_the_incremental_sum(svc):
         st = stats.read(tx)
     assert st["active"] == 5 and st["deleted"] == 1
     assert st["body_bytes"] == sum(len(f"message number {i}") for i in range(5))
+
+
+def test_a_data_file_that_is_not_an_lmdb_file_is_refused_as_corrupt(store_path):
+    os.makedirs(store_path)
+    with open(os.path.join(store_path, "data.mdb"), "wb") as fh:
+        fh.write(b"this is not an LMDB file" * 1000)
+    with pytest.raises(CorruptStoreError):
+        open_service(store_path)

@@ -121,7 +121,8 @@ async def test_forged_foreign_and_malformed_cursors_are_validation_errors(mcp, t
             await other.write(str(i), session="s")
         foreign = (await other.read(session_id="s", limit=1))["nextCursor"]
     async with nothing_changes(mcp):
-        for bad in (_tamper(history), history[:-2], history + "A", foreign, "!!!!", "é" * 8,
+        for bad in (_tamper(history), history[:-2], history + "A", history + "!", "!" + history,
+                    history[:5] + "." + history[5:], history + "=", foreign, "!!!!", "é" * 8,
                     "A" * 5000, base64.urlsafe_b64encode(b"[1,\"history\",\"s\",\"x\"]").decode()):
             assert "cursor" in await mcp.fail("read_messages", {"session_id": "s", "cursor": bad})
         assert "cursor" in await mcp.fail("read_messages", {"session_id": "t", "cursor": history})

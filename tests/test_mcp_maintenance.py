@@ -261,3 +261,17 @@ async def test_a_context_over_the_budget_is_truncated(mcp):
     before = [m["message_id"] for m in body["chronological_context"]["before"]]
     assert body["truncated"] is True and 1 <= len(before) < 9
     assert before == older[-len(before):]          # the nearest neighbours are the ones kept
+
+
+async def test_a_search_preview_is_trimmed_to_the_budget_nearest_neighbours_first(mcp):
+    around = [(await mcp.write("\x01" * MIB))["message_id"] for _ in range(3)]    # 6 MiB of JSON each
+    hit = await mcp.write("needle")
+    for _ in range(3):
+        await mcp.write("\x01" * MIB)
+    result = await mcp.call("search_messages", {"query": "needle", "context_size": 3})
+    assert text_size(result) <= BUDGET
+    [r] = parse(result)["results"]
+    assert r["message_id"] == hit["message_id"]
+    preview = r["context_preview"]
+    assert [m["message_id"] for m in preview["before"]] == around[-1:]
+    assert preview["after"] == []

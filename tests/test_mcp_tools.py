@@ -321,3 +321,25 @@ async def test_the_legacy_initialize_handshake_serves_the_same_tools(store_path)
         written = await m.write("over the legacy handshake")
         assert (await m.read(session_id="s"))["history"] == [written]
         await m.fail("read_messages", {"view": "nope"})
+
+
+async def test_a_store_that_cannot_open_still_lists_tools_and_answers_each_call_with_the_error(tmp_path):
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("x")
+    async with connect(str(not_a_directory)) as m:
+        assert len((await m.client.list_tools()).tools) == 7
+        for name in ("get_system_health", "write_message"):
+            message = await m.fail(name, {}, code="IO_ERROR")
+            assert str(tmp_path) not in message
+
+
+async def test_an_unexpected_exception_becomes_internal_error_with_the_traceback_logged(mcp, monkeypatch, caplog):
+    from server.service import MemoryService
+
+    def broken(self):
+        raise RuntimeError("secret detail")
+    monkeypatch.setattr(MemoryService, "health", broken)
+    message = await mcp.fail("get_system_health", {}, code="INTERNAL_ERROR")
+    assert "secret detail" not in message
+    assert "secret detail" in caplog.text
+    assert (await mcp.read(session_id="s"))["history"] == []

@@ -1,0 +1,500 @@
+"""Hostile disks and hostile callers: long runs of the reliability tests.
+
+    python -m tools.hostile flips  [--trials N] [--seed S] [--max-flips K] [--json]
+    python -m tools.hostile inputs [--examples N] [--seed S] [--json]
+    python -m tools.hostile probe STORE [--plan FILE]
+
+``flips`` builds a deterministic store, then for each trial copies it, flips
+1..K random bits of ``data.mdb`` and reads everything back through the MCP
+server (the SDK's in-memory client) in a forked child with a timeout.  Each
+trial is classified:
+
+* ``same``     — every answer equals the pristine store's (the flip hit slack);
+* ``refused``  — some answers are ``CORRUPT_STORE`` / ``IO_ERROR`` and the rest
+  are right: the contract;
+* ``internal`` — some answer is ``INTERNAL_ERROR`` (a failure not translated);
+* ``wrong``    — some successful answer differs from the pristine one, or a
+  message that exists answers ``NOT_FOUND``: silently wrong;
+* ``signal``   — the process died of a signal (SIGBUS, SIGSEGV);
+* ``hang``     — no answer within the timeout.
+
+``inputs`` runs the hypothesis property of tests/test_reliability_hostile.py
+with many more examples: generated, hostile tool arguments through the
+in-memory MCP client never produce ``INTERNAL_ERROR``, never crash, and an error
+never changes state.
+
+``probe`` is the reader ``flips`` forks, as a command: it prints the answers
+for one store as JSON.  Progress goes to stderr; reports are JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from typing import Any
+
+import anyio
+
+SPEC_CODES = {"VALIDATION_ERROR", "NOT_FOUND", "CONFLICT", "BUSY", "IO_ERROR", "CORRUPT_STORE", "INTERNAL_ERROR"}
+REFUSALS = {"CORRUPT_STORE", "IO_ERROR"}
+QUERIES = ("hello", "billing", "設定", "ERR_CONN_RESET", "tag3")
+TRIAL_TIMEOUT = 60.0
+
+
+# ------------------------------------------------------------------ probe
+def build_store(path: str, messages: int = 48, seed: int = 1) -> None:
+    """A deterministic store: fixed clock and id randomness, a few sessions, updates, deletes."""
+    from eventstore.events import Metadata
+    from server.service import MemoryService
+    ticks = iter(range(1_700_000_000_000, 1_700_000_000_000 + 10_000_000, 7))
+    svc = MemoryService(path, clock=lambda: next(ticks), rng=random.Random(seed))
+    try:
+        ids = []
+        for i in range(messages):
+            words = ("hello billing", "設定ファイルを読む", "ERR_CONN_RESET in the proxy", "plain words")[i % 4]
+            meta = Metadata(tags=(f"tag{i % 5}",), importance=i % 101)
+            content = f"{words} number {i} " + "lorem ipsum " * (i % 7) * 40
+            ids.append(svc.write_message(f"s{i % 3}", ("user", "assistant")[i % 2], content, meta)
+                       ["message"]["message_id"])
+        for mid in ids[5::9]:
+            svc.update_message(mid, "updated hello text", {}, None)
+        for mid in ids[7::11]:
+            svc.delete_message(mid, None)
+    finally:
+        svc.close()
+
+
+def plan_calls(baseline: dict | None) -> list[tuple[str, dict]]:
+    """The fixed list of reads a probe makes (from the pristine store's listing)."""
+    calls = [("get_system_health", {}), ("read_messages", {"view": "sessions", "limit": 1000})]
+    if baseline is None:
+        return calls
+    for sid in baseline["sessions"]:
+        calls.append(("read_messages", {"session_id": sid, "limit": 1000}))
+    for mid in baseline["messages"]:
+        calls.append(("read_messages", {"view": "content", "message_id": mid, "content_limit": 65536}))
+        calls.append(("read_messages", {"view": "context", "message_id": mid}))
+    for q in QUERIES:
+        calls.append(("search_messages", {"query": q, "limit": 100}))
+    return calls
+
+
+def _comparable(name: str, out: dict) -> Any:
+    """The part of an answer that must not change: health counters move with nothing here."""
+    if name == "get_system_health":
+        return {k: out.get(k) for k in ("active_messages", "session_count", "last_sequence", "format_version")}
+    return out
+
+
+async def _probe_async(store: str, calls: list[tuple[str, dict]]) -> list[dict]:
+    from mcp import Client
+
+    from server.app import build_server
+    answers = []
+    async with Client(build_server(store)) as client:
+        for name, args in calls:
+            result = await client.call_tool(name, args)
+            out = json.loads(result.content[0].text)
+            if result.is_error:
+                err = out.get("error", {})
+                answers.append({"error": err.get("code"), "message": err.get("message")})
+            else:
+                answers.append({"ok": _comparable(name, out)})
+    return answers
+
+
+def probe(store: str, calls: list[tuple[str, dict]]) -> list[dict]:
+    return anyio.run(_probe_async, store, calls)
+
+
+def listing(answers: list[dict]) -> dict:
+    """Sessions and message ids of a pristine probe (its second answer is the sessions view)."""
+    sessions = [s["session_id"] for s in answers[1]["ok"]["sessions"]]
+    return {"sessions": sessions}
+
+
+# ------------------------------------------------------------ forked runs
+def in_child(fn, *args, timeout: float = TRIAL_TIMEOUT) -> tuple[str, Any]:
+    """Run ``fn(*args)`` in a forked child: ("ok", value) / ("exit", code) / ("signal", n) / ("hang", None).
+
+    The parent never has an LMDB environment open, so nothing crosses the fork.
+    """
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # child
+        os.close(rfd)
+        code = 0
+        try:
+            data = json.dumps(fn(*args)).encode("utf-8")
+            with os.fdopen(wfd, "wb") as w:
+                w.write(data)
+        except BaseException:   # noqa: BLE001 — report any escape as a non-zero exit
+            import traceback
+            traceback.print_exc()
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    os.set_blocking(rfd, False)
+    status = None
+    while True:
+        try:
+            chunk = os.read(rfd, 1 << 16)
+            if chunk:
+                chunks.append(chunk)
+                continue
+        except BlockingIOError:
+            pass
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(rfd)
+            return "hang", None
+        time.sleep(0.002)
+    while True:
+        try:
+            chunk = os.read(rfd, 1 << 16)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(rfd)
+    if os.WIFSIGNALED(status):
+        return "signal", os.WTERMSIG(status)
+    if os.WEXITSTATUS(status) != 0:
+        return "exit", os.WEXITSTATUS(status)
+    return "ok", json.loads(b"".join(chunks))
+
+
+def classify(answers: list[dict], pristine: list[dict]) -> str:
+    codes = {a["error"] for a in answers if "error" in a}
+    if "INTERNAL_ERROR" in codes or codes - SPEC_CODES:
+        return "internal"
+    for got, want in zip(answers, pristine):
+        if "ok" in got and got != want:
+            return "wrong"
+        if "error" in got and got["error"] not in REFUSALS and got != want:
+            return "wrong"
+    return "refused" if codes & REFUSALS else "same"
+
+
+def flip_trials(trials: int, seed: int = 1, max_flips: int = 4, workdir: str | None = None,
+                progress=None) -> dict:
+    """The ``flips`` run: returns the outcome counts and the flips of every bad trial."""
+    import mcp  # noqa: F401  — imported once here, before any fork, never with a store open
+    import server.app  # noqa: F401
+    own = workdir is None
+    workdir = workdir or tempfile.mkdtemp(prefix="convmem-flips-")
+    try:
+        pristine_dir = os.path.join(workdir, "pristine")
+        kind, _ = in_child(build_store, pristine_dir)
+        assert kind == "ok", f"building the pristine store failed: {kind}"
+        kind, first = in_child(probe, pristine_dir, plan_calls(None))
+        assert kind == "ok", kind
+        sessions = listing(first)["sessions"]
+        kind, hist = in_child(probe, pristine_dir,
+                              [("read_messages", {"session_id": s, "limit": 1000}) for s in sessions])
+        assert kind == "ok", kind
+        ids = [m["message_id"] for h in hist for m in h["ok"]["history"]]
+        calls = plan_calls({"sessions": sessions, "messages": ids})
+        kind, pristine = in_child(probe, pristine_dir, calls)
+        assert kind == "ok" and all("ok" in a for a in pristine), pristine
+        rng = random.Random(seed)
+        data_file = os.path.join(pristine_dir, "data.mdb")
+        size = os.path.getsize(data_file)
+        outcomes: collections.Counter[str] = collections.Counter()
+        bad: list[dict] = []
+        trial_dir = os.path.join(workdir, "trial")
+        for n in range(trials):
+            shutil.rmtree(trial_dir, ignore_errors=True)
+            shutil.copytree(pristine_dir, trial_dir)
+            flips = [(rng.randrange(size), 1 << rng.randrange(8)) for _ in range(rng.randint(1, max_flips))]
+            with open(os.path.join(trial_dir, "data.mdb"), "r+b") as f:
+                for offset, bit in flips:
+                    f.seek(offset)
+                    byte = f.read(1)[0]
+                    f.seek(offset)
+                    f.write(bytes([byte ^ bit]))
+            kind, value = in_child(probe, trial_dir, calls)
+            if kind == "ok":
+                outcome = classify(value, pristine)
+                detail = sorted({f"{a['error']}: {a['message']}" for a in value if "error" in a})[:5]
+            else:
+                outcome, detail = (kind if kind in ("hang", "signal") else "crash"), [f"{kind} {value}"]
+            outcomes[outcome] += 1
+            if outcome not in ("same", "refused"):
+                bad.append({"trial": n, "outcome": outcome, "flips": flips, "detail": detail})
+            if progress:
+                progress(f"trial {n + 1}/{trials}: {outcome}")
+        return {"trials": trials, "seed": seed, "data_mdb_bytes": size, "calls_per_trial": len(calls),
+                "outcomes": dict(outcomes), "bad": bad}
+    finally:
+        if own:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ------------------------------------------------------ hostile arguments
+def strategies():
+    """Hypothesis strategies for hostile tool arguments (imported lazily: a test dependency)."""
+    from hypothesis import strategies as st
+
+    ulid_like = st.one_of(
+        st.just("01ARZ3NDEKTSV4RRFFQ69G5FAV"), st.just("01arz3ndektsv4rrffq69g5fav"),
+        st.just("81ARZ3NDEKTSV4RRFFQ69G5FAV"), st.just("01ARZ3NDEKTSV4RRFFQ69G5FA"),
+        st.just("01ARZ3NDEKTSV4RRFFQ69G5FAVX"), st.just("01ARZ3NDEKTSV4RRFFQ69G5FAI"),
+        st.just("01ARZ3NDEKTSV4RRFFQ69G5\x00AV"), st.just("01ARZ3NDEKTSV4RRFFQ69G5\ud800AV"),
+        st.just("@LIVE@"), st.just("@LIVE@"), st.just("@DELETED@"),
+        st.text(alphabet="0123456789ABCDEFGHJKMNPQRSTVWXYZ", min_size=24, max_size=28))
+    huge = st.sampled_from(["x" * (1 << 20), "x" * ((1 << 20) + 1), "あ" * 349526, "a" * 4096, "a" * 4097,
+                            "s" * 256, "s" * 257, "é" * 128, "t" * 129, "\x00" * 1000])
+    nasty_text = st.one_of(
+        st.text(max_size=40), st.sampled_from(["", " ", "\x00", "a\x00b", "\ud800", "ok \udfff",
+                                               "\ud83d\ude00", "🙂", "ＡＢＣ", "日本語", "\u200b", "\ufeff"]),
+        huge)
+    numbers = st.one_of(st.integers(min_value=-3, max_value=4), st.sampled_from(
+        [0, 1, 2, 3, 9, 10, 11, 49, 50, 51, 99, 100, 101, 999, 1000, 1001, 4095, 4096, 4097, 65535, 65536,
+         65537, 2 ** 31, 2 ** 63, 2 ** 64, -2 ** 63, 10 ** 30]),
+        st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none())
+
+    def nested(depth: int) -> str:
+        return "[" * depth + "]" * depth
+    json_text = st.one_of(
+        st.sampled_from(["{}", "[]", "null", "0", '""', "{", "[", "{\"tags\": [\"a\", \"a\"]}",
+                         '{"importance": 1e400}', '{"importance": NaN}', '{"importance": true}',
+                         '{"importance": 100}', '{"importance": 101}', '{"importance": -1}',
+                         '{"kinds": ["episode"]}', '{"tiers": ["long"]}', '{"tags": []}', '["depends_on"]',
+                         '["nope"]', '{"relations": [{"type": "supersedes", "message_id": "@LIVE@"}]}',
+                         '{"relations": [{"type": "supersedes", "message_id": "@LIVE@", "x": 1}]}',
+                         '{"summary": ""}', '{"memory_tier": null}', '{"tags": ["' + "t" * 129 + '"]}',
+                         '{"source_message_ids": ["01ARZ3NDEKTSV4RRFFQ69G5FAV"]}', '{"unknown": 1}',
+                         '{"importance": ' + "9" * 5000 + "}", "\"\\ud800\"", '{"tags": ["\\u0000"]}']),
+        st.integers(min_value=1, max_value=100_000).map(nested),
+        st.integers(min_value=1, max_value=3000).map(lambda d: '{"tags": ' + nested(d) + "}"),
+        st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+                         st.sampled_from(["tags", "kinds", "tiers", "importance", "summary", "relations",
+                                          "memory_kind", "memory_tier", "x"]), inner, max_size=4),
+                     max_leaves=12).map(json.dumps),
+        st.text(max_size=20))
+    cursor = st.one_of(st.sampled_from(["@CURSOR@", "@CURSOR@", "@CURSOR_SESSIONS@", "@CURSOR@x", "", "=",
+                                        "AAAA", "eyJ2IjoxfQ", "\ud800"]), st.text(max_size=60),
+                       st.binary(max_size=60).map(lambda b: __import__("base64").urlsafe_b64encode(b).decode()))
+    anything = st.one_of(nasty_text, numbers, json_text, st.lists(st.integers(), max_size=3),
+                         st.dictionaries(st.text(max_size=4), st.integers(), max_size=2))
+    values = {
+        "session_id": st.one_of(st.sampled_from(["s0", "s1", "s2"]), nasty_text, numbers),
+        "role": st.one_of(st.sampled_from(["user", "assistant", "system", "User", "tool", ""]), numbers),
+        "content": st.one_of(nasty_text, numbers), "query": st.one_of(nasty_text, numbers),
+        "message_id": st.one_of(ulid_like, numbers),
+        "metadata_json": json_text, "filters_json": json_text, "relation_types_json": json_text,
+        "expected_revision": numbers, "limit": numbers, "cursor": cursor, "view": st.one_of(
+            st.sampled_from(["history", "content", "context", "sessions", "History", ""]), numbers),
+        "content_offset": numbers, "content_limit": numbers, "before": numbers, "after": numbers,
+        "relation_depth": numbers, "min_importance": numbers, "context_size": numbers,
+    }
+    tools = {
+        "write_message": ["session_id", "role", "content", "metadata_json"],
+        "update_message": ["message_id", "content", "metadata_json", "expected_revision"],
+        "read_messages": ["view", "session_id", "limit", "cursor", "message_id", "content_offset",
+                          "content_limit", "expected_revision", "before", "after", "relation_depth",
+                          "relation_types_json"],
+        "search_messages": ["query", "session_id", "filters_json", "min_importance", "context_size", "limit"],
+        "delete_message": ["message_id", "session_id"],
+        "rebuild_index": [], "get_system_health": [], "no_such_tool": ["x"],
+    }
+
+    bases = {
+        "write_message": [{"session_id": "s0", "role": "user", "content": "hello there"}],
+        "update_message": [{"message_id": "@LIVE@", "content": "changed text"},
+                           {"message_id": "@LIVE@", "metadata_json": '{"importance": 7}'}],
+        "read_messages": [{"session_id": "s0"}, {"session_id": "s0", "cursor": "@CURSOR@"},
+                          {"view": "content", "message_id": "@LIVE@"},
+                          {"view": "context", "message_id": "@LIVE@"}, {"view": "sessions"},
+                          {"view": "sessions", "cursor": "@CURSOR_SESSIONS@"}],
+        "search_messages": [{"query": "seed message"}, {"query": "word", "session_id": "s1"}],
+        "delete_message": [{"message_id": "@DELETED@"}],
+        "rebuild_index": [{}], "get_system_health": [{}], "no_such_tool": [{}],
+    }
+
+    @st.composite
+    def call(draw):
+        name = draw(st.sampled_from(sorted(tools)))
+        if draw(st.booleans()):     # a valid call with one or two hostile values
+            args: Any = dict(draw(st.sampled_from(bases[name])))
+            for _ in range(draw(st.integers(1, 2))):
+                key = draw(st.sampled_from(tools[name] + ["extra"]))
+                args[key] = draw(values.get(key, anything))
+            return name, args
+        keys = draw(st.lists(st.sampled_from(tools[name] or ["x"]), unique=True, max_size=6))
+        args = {k: draw(values.get(k, anything)) for k in keys if k in values or name == "no_such_tool"}
+        if draw(st.integers(0, 9)) == 0:
+            args[draw(st.sampled_from(["extra", "__proto__", "", "\x00", "metadata", "sessionId"]))] = draw(anything)
+        if draw(st.integers(0, 19)) == 0:
+            args = draw(st.sampled_from([None, {}]))
+        return name, args
+    return call()
+
+
+class HostileRun:
+    """One open in-memory client over a portal, with the placeholders filled in."""
+
+    STATE_KEYS = ("active_messages", "session_count", "deleted_messages", "last_sequence", "update_records",
+                  "dead_bytes", "io", "log_size", "snapshot_size", "memory_estimate", "status", "last_error")
+
+    def __init__(self, store: str) -> None:
+        self.store = store
+        self.calls = collections.Counter()
+        self.errors = collections.Counter()
+
+    def __enter__(self) -> "HostileRun":
+        from anyio.from_thread import start_blocking_portal
+        from mcp import Client
+
+        from server.app import build_server
+        self._stack = contextlib.ExitStack()
+        try:
+            self.portal = self._stack.enter_context(start_blocking_portal())
+            self.client = self._stack.enter_context(
+                self.portal.wrap_async_context_manager(Client(build_server(self.store))))
+            self._seed()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.__exit__(*exc)
+
+    def raw(self, name: str, args: Any) -> tuple[bool, dict]:
+        result = self.portal.call(self.client.call_tool, name, args)
+        assert len(result.content) == 1 and result.content[0].type == "text"
+        return bool(result.is_error), json.loads(result.content[0].text)
+
+    def _seed(self) -> None:
+        ids = []
+        for i in range(6):
+            is_error, out = self.raw("write_message", {"session_id": f"s{i % 3}", "role": "user",
+                                                       "content": f"seed message {i} " + "word " * 30})
+            assert not is_error, out
+            ids.append(out["message"]["message_id"])
+        self.raw("delete_message", {"message_id": ids[-1]})
+        self.live, self.deleted = ids[0], ids[-1]
+        _e, page = self.raw("read_messages", {"session_id": "s0", "limit": 1})
+        self.cursor = page["nextCursor"]
+        _e, page = self.raw("read_messages", {"view": "sessions", "limit": 1})
+        self.sessions_cursor = page["nextCursor"]
+
+    def fill(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return (value.replace("@LIVE@", self.live).replace("@DELETED@", self.deleted)
+                    .replace("@CURSOR_SESSIONS@", self.sessions_cursor).replace("@CURSOR@", self.cursor))
+        if isinstance(value, dict):
+            return {k: self.fill(v) for k, v in value.items()}
+        return value
+
+    def state(self) -> dict:
+        is_error, health = self.raw("get_system_health", {})
+        assert not is_error, health
+        return {k: health[k] for k in self.STATE_KEYS}
+
+    def check(self, name: str, args: Any) -> None:
+        """One hostile call: never INTERNAL_ERROR; an error (or a read) changes nothing."""
+        args = self.fill(args)
+        before = self.state()
+        try:
+            is_error, out = self.raw(name, args)
+        except Exception as exc:   # a protocol-level refusal (JSON-RPC error) is allowed
+            from mcp.shared.exceptions import MCPError
+            if not isinstance(exc, MCPError):
+                raise
+            is_error, out = True, {"status": "ERROR", "error": {"code": "JSON-RPC", "message": str(exc)}}
+        self.calls[name] += 1
+        if is_error:
+            code = out["error"]["code"]
+            self.errors[code] += 1
+            assert code in SPEC_CODES - {"INTERNAL_ERROR"} or code == "JSON-RPC", out
+            assert set(out) == {"status", "error"} and out["status"] == "ERROR", out
+            assert isinstance(out["error"]["message"], str) and out["error"]["message"], out
+        else:
+            assert out.get("status") in ("OK", "NOT_FOUND"), out
+        if is_error or name in ("read_messages", "search_messages", "get_system_health") or \
+                out.get("status") == "NOT_FOUND" or out.get("changed") is False:
+            assert self.state() == before, (name, out)
+        elif name in ("write_message", "update_message", "delete_message"):
+            assert self.state()["last_sequence"] == before["last_sequence"] + 1, (name, out)
+        if name == "delete_message" and not is_error and out.get("status") == "OK" and \
+                self.raw("read_messages", {"view": "content", "message_id": self.live})[0]:
+            _e, fresh = self.raw("write_message", {"session_id": "s0", "role": "user", "content": "a new live one"})
+            self.live = fresh["message"]["message_id"]
+
+
+def hostile_inputs(examples: int, seed: int = 0, workdir: str | None = None) -> dict:
+    """The ``inputs`` run: the hypothesis property with ``examples`` examples."""
+    from hypothesis import HealthCheck, given, seed as hseed, settings
+
+    own = workdir is None
+    workdir = workdir or tempfile.mkdtemp(prefix="convmem-hostile-")
+    try:
+        with HostileRun(os.path.join(workdir, "store")) as run:
+            @hseed(seed)
+            @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+                      suppress_health_check=list(HealthCheck))
+            @given(strategies())
+            def prop(call):
+                run.check(*call)
+            started = time.perf_counter()
+            prop()
+            return {"examples": examples, "calls": dict(run.calls), "errors": dict(run.errors),
+                    "seconds": round(time.perf_counter() - started, 1)}
+    finally:
+        if own:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ------------------------------------------------------------------- CLI
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tools.hostile", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("flips", help="random bit flips in data.mdb, read back in a forked child")
+    f.add_argument("--trials", type=int, default=500)
+    f.add_argument("--seed", type=int, default=1)
+    f.add_argument("--max-flips", type=int, default=4)
+    i = sub.add_parser("inputs", help="hypothesis-generated hostile tool arguments")
+    i.add_argument("--examples", type=int, default=5000)
+    i.add_argument("--seed", type=int, default=0)
+    pr = sub.add_parser("probe", help="read one store back; answers as JSON")
+    pr.add_argument("store")
+    args = p.parse_args(argv)
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    if args.command == "flips":
+        report = flip_trials(args.trials, args.seed, args.max_flips, progress=say)
+        ok = not (set(report["outcomes"]) - {"same", "refused"})
+    elif args.command == "inputs":
+        report = hostile_inputs(args.examples, args.seed)
+        ok = True
+    else:
+        first = probe(os.path.abspath(args.store), plan_calls(None))
+        report = {"answers": first}
+        ok = all("ok" in a for a in first)
+    json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
