@@ -1,19 +1,30 @@
 """Read model: the full-text index over content, summary and tags.
 
-Sub-databases (document number ``docno`` = 6-byte sequence of the event that
-created the message in this log):
+Sub-databases (document number ``docno`` = the 6-byte sequence of the event
+that created the message in this log; ``field`` = 0 content, 1 summary, 2 tags):
 
-* ``postings`` (dupsort, dupfixed 10 bytes): field byte + term →
+* ``postings`` (dupsort, dupfixed 10): field byte + term →
   ``255 - impact`` (1) + ``~docno`` (6) + tf (1) + field length (2).
-  Duplicates sort by value, so each posting list is **impact-ordered**
-  (best first, newest first among equals): the ranker reads only the head of a
-  common term's list.  ``impact`` is the BM25 term-frequency factor quantized
-  with a fixed reference length, so it depends on nothing but the message.
+  Duplicates sort by value, so each list is **impact-ordered** (best first,
+  newest first among equals) and the ranker can stop reading a common term's
+  list early.  ``impact`` is the BM25 term-frequency factor computed with a
+  fixed reference length per field and quantized to a byte, so it depends on
+  nothing but the message; the ranker turns it into a safe upper bound for the
+  store's actual average length (:func:`impact_bound`).
+* ``doc_postings`` (dupsort, dupfixed 9): the same lists in document order —
+  docno (6) + tf (1) + field length (2) — for random access to one document's
+  tf (``set_range_dup``) and for walking a list against a filter's set.
 * ``exact`` (dupsort, dupfixed 6): field byte + hash of the whole normalized
   field text (each tag on its own) → docno, for SPEC §6.10's whole-field match.
 * ``docs``: docno → id (16) + kind, tier, importance (1 each) + timestamp (8) +
   session id: what filters and tie-breaks need without decoding messages.
-* ``tag_index`` (dupsort, dupfixed 6): tag → docno, for selective tag filters.
+* ``facets`` (dupsort, dupfixed 6): one list of docnos per filter value —
+  ``s`` + session id, ``k`` + kind, ``t`` + tier, ``i`` + importance,
+  ``g`` + tag — so a selective filter is answered from an index, and the
+  size of each list (``count``) tells the ranker how selective it is.
+
+Field lengths and counts live in ``stats`` (``len_*``, ``n_*``).  Indexing is
+a deterministic function of the message: replay rebuilds the same bytes.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ import hashlib
 import struct
 from collections import Counter
 from dataclasses import dataclass
+from typing import Iterator
 
 from eventstore.events import KINDS, TIERS, Message
 from eventstore.ids import to_bytes, to_str
@@ -30,12 +42,16 @@ from eventstore.store import Tx
 from . import stats
 from .tokens import normalize, terms
 
-POSTINGS, EXACT, DOCS, TAGS = "postings", "exact", "docs", "tag_index"
-SPECS = {POSTINGS: {"dupsort": True, "dupfixed": True}, EXACT: {"dupsort": True, "dupfixed": True},
-         DOCS: {}, TAGS: {"dupsort": True, "dupfixed": True}}
+POSTINGS, DOC_POSTINGS, EXACT, DOCS, FACETS = "postings", "doc_postings", "exact", "docs", "facets"
+_DUPS = {"dupsort": True, "dupfixed": True}
+SPECS = {POSTINGS: _DUPS, DOC_POSTINGS: _DUPS, EXACT: _DUPS, DOCS: {}, FACETS: _DUPS}
 FIELDS = ("content", "summary", "tags")
-K1, B = 1.2, 0.75
-REFERENCE_LENGTH = {"content": 24.0, "summary": 16.0, "tags": 3.0}
+# BM25 term-frequency saturation and length normalization (Anserini's defaults).
+K1, B = 0.9, 0.4
+REFERENCE_LENGTH = (32.0, 24.0, 4.0)
+MAX_TF, MAX_LENGTH = 255, 65535
+IMPACT = struct.Struct(">BHIBH")      # 255-impact, ~docno (hi, lo), tf, length
+DOC_POSTING = struct.Struct(">HIBH")  # docno (hi, lo), tf, length
 _DOC = struct.Struct(">16sBBBQ")
 _MASK48 = (1 << 48) - 1
 
@@ -44,10 +60,8 @@ def docno_key(docno: int) -> bytes:
     return docno.to_bytes(6, "big")
 
 
-def field_texts(msg: Message) -> dict[str, list[str]]:
-    meta = msg.metadata
-    return {"content": [msg.content], "summary": [meta.summary] if meta.summary else [],
-            "tags": list(meta.tags)}
+def posting_key(field: int, term: str) -> bytes:
+    return bytes([field]) + term.encode("utf-8")
 
 
 def tf_factor(tf: int, length: int, avg: float) -> float:
@@ -55,21 +69,52 @@ def tf_factor(tf: int, length: int, avg: float) -> float:
     return tf / (tf + K1 * (1 - B + B * length / avg))
 
 
+def impact_bound(impact: int, field: int, avg: float) -> float:
+    """An upper bound of :func:`tf_factor` at ``avg`` for any posting whose
+    stored impact is at most ``impact``.
+
+    With reference length R the stored factor is φ < (impact+1)/255; for an
+    average A ≥ R the factor grows at most to φ / (φ + (R/A)(1 − φ)), and for
+    A < R it only shrinks.
+    """
+    phi = min(1.0, (impact + 1) / 255)
+    rho = min(1.0, REFERENCE_LENGTH[field] / avg)
+    return phi / (phi + rho * (1 - phi))
+
+
 def exact_key(field: int, text: str) -> bytes:
     digest = hashlib.blake2b(normalize(text).strip().encode("utf-8"), digest_size=16).digest()
     return bytes([field]) + digest
 
 
-def _postings(docno: int, texts: dict[str, list[str]]):
-    inv = (_MASK48 - docno).to_bytes(6, "big")
-    for f, name in enumerate(FIELDS):
-        toks = [t for text in texts[name] for t in terms(text)]
-        length = min(len(toks), 65535)
-        for term, tf in Counter(toks).items():
-            impact = int(255 * tf_factor(tf, length, REFERENCE_LENGTH[name]))
-            value = bytes([255 - impact]) + inv + bytes([min(tf, 255)]) + length.to_bytes(2, "big")
-            yield bytes([f]) + term.encode("utf-8"), value
-        yield name, length
+def field_texts(msg: Message) -> tuple[list[str], list[str], list[str]]:
+    meta = msg.metadata
+    return [msg.content], [meta.summary] if meta.summary else [], list(meta.tags)
+
+
+def _postings(docno: int, field: int, texts: list[str]) -> tuple[int, list[tuple[bytes, bytes, bytes]]]:
+    """The field's length in terms and its (key, impact value, doc value) triples."""
+    toks = [t for text in texts for t in terms(text)]
+    length = min(len(toks), MAX_LENGTH)
+    hi, lo = divmod(docno, 1 << 32)
+    ihi, ilo = divmod(_MASK48 - docno, 1 << 32)
+    out = []
+    for term, tf in sorted(Counter(toks).items()):
+        tf = min(tf, MAX_TF)
+        impact = int(255 * tf_factor(tf, length, REFERENCE_LENGTH[field]))
+        out.append((posting_key(field, term), IMPACT.pack(255 - impact, ihi, ilo, tf, length),
+                    DOC_POSTING.pack(hi, lo, tf, length)))
+    return length, out
+
+
+def facet_keys(msg: Message) -> Iterator[bytes]:
+    m = msg.metadata
+    yield b"s" + msg.session_id.encode("utf-8")
+    yield b"k" + bytes([KINDS.index(m.memory_kind)])
+    yield b"t" + bytes([TIERS.index(m.memory_tier)])
+    yield b"i" + bytes([m.importance])
+    for tag in dict.fromkeys(m.tags):
+        yield b"g" + tag.encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -98,30 +143,25 @@ def doc(tx: Tx, docno: int) -> Doc | None:
 
 def _apply(tx: Tx, docno: int, msg: Message, sign: int) -> None:
     """Index (sign=+1) or unindex (sign=-1) one message version."""
-    texts = field_texts(msg)
-    dk = docno_key(docno)
-    put = tx.txn.put if sign > 0 else tx.txn.delete
-    lengths = {}
-    for key, value in _postings(docno, texts):
-        if isinstance(key, str):
-            lengths[key] = value
-        elif sign > 0:
-            tx.txn.put(key, value, db=tx.db(POSTINGS), dupdata=True)
-        else:
-            tx.txn.delete(key, value, db=tx.db(POSTINGS))
-    for f, name in enumerate(FIELDS):
-        for text in dict.fromkeys(texts[name]):
-            put(exact_key(f, text), dk, db=tx.db(EXACT))
-    for tag in msg.metadata.tags:
-        put(tag.encode("utf-8"), dk, db=tx.db(TAGS))
-    if sign > 0:
-        tx.txn.put(dk, _doc_value(msg), db=tx.db(DOCS))
-    else:
-        tx.txn.delete(dk, db=tx.db(DOCS))
+    txn, dk = tx.txn, docno_key(docno)
+    put = (lambda k, v, db: txn.put(k, v, db=db, dupdata=True)) if sign > 0 else \
+        (lambda k, v, db: txn.delete(k, v, db=db))
     deltas = {}
-    for name in FIELDS:
-        deltas[f"len_{name}"] = sign * lengths[name]
-        deltas[f"n_{name}"] = sign * (1 if texts[name] else 0)
+    for f, texts in enumerate(field_texts(msg)):
+        length, postings = _postings(docno, f, texts)
+        for key, impact, docpost in postings:
+            put(key, impact, tx.db(POSTINGS))
+            put(key, docpost, tx.db(DOC_POSTINGS))
+        for text in dict.fromkeys(texts):
+            put(exact_key(f, text), dk, tx.db(EXACT))
+        deltas[f"len_{FIELDS[f]}"] = sign * length
+        deltas[f"n_{FIELDS[f]}"] = sign * (1 if texts else 0)
+    for key in facet_keys(msg):
+        put(key, dk, tx.db(FACETS))
+    if sign > 0:
+        txn.put(dk, _doc_value(msg), db=tx.db(DOCS))
+    else:
+        txn.delete(dk, db=tx.db(DOCS))
     stats.add(tx, **deltas)
 
 

@@ -86,7 +86,7 @@ few more most other some such no nor not only own same so than too very can will
 
 # Roles of a term within a query (the index treats every term alike).
 WORD, STOP, WHOLE, PART, GRAM, UNIGRAM, CHAR = "word", "stop", "whole", "part", "gram", "unigram", "char"
-CHAR_WEIGHT = 0.0
+CHAR_WEIGHT = GRAM_WEIGHT
 _QUERY_WEIGHT = {WORD: 1.0, WHOLE: 1.0, PART: PART_WEIGHT, GRAM: GRAM_WEIGHT, UNIGRAM: 1.0, CHAR: CHAR_WEIGHT}
 
 

@@ -236,9 +236,9 @@ class MemoryService:
             estimate = {
                 "store_entries_bytes": size(messages.DB, terms.DOCS),
                 "body_bytes": st["body_bytes"], "metadata_bytes": st["metadata_bytes"],
-                "search_index_bytes": size(terms.POSTINGS, terms.EXACT, terms.TAGS),
-                "history_index_bytes": size(history.DB, sessions.DB, sessions.ORDER),
-                "relation_index_bytes": size(relations.DB)}
+                "search_index_bytes": size(*(n for n in terms.SPECS if n != terms.DOCS)),
+                "history_index_bytes": size(*history.SPECS, *sessions.SPECS),
+                "relation_index_bytes": size(*relations.SPECS)}
             last = self.store.last_sequence(tx)
             report = {
                 "status": "DEGRADED" if self.last_error else "OK", "format_version": 2,

@@ -152,7 +152,7 @@ async def test_an_acknowledged_write_survives_sigkill_and_the_legacy_handshake_r
         assert history == [updated["message"], *acked[1:]]
         health = await m.health()
         assert health["active_messages"] == 3 and health["last_sequence"] == 4
-        assert health["snapshot_valid"] is True
+        assert health["snapshot_valid"] is True and health["recovered_tail"] is False
 
 
 @pytest.mark.anyio

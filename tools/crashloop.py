@@ -2,7 +2,7 @@
 check that nothing acknowledged is ever lost.
 
     python -m tools.crashloop [--kills N] [--seed S] [--store DIR] [--lanes K]
-                              [--verify-every N] [--keep]
+                              [--verify-every N] [--seed-messages N]
 
 Each cycle starts the server as a subprocess and talks to it over stdio with
 the SDK client, then:
@@ -171,7 +171,10 @@ def tokens_on_disk(store: str) -> set[bytes]:
 async def replay_verify(store: str) -> tuple[int, str]:
     done = await anyio.run_process([sys.executable, "-m", "tools.replay", store, "--verify"],
                                    cwd=REPO, check=False)
-    return done.returncode, done.stderr.decode("utf-8", "replace")[-2000:]
+    text = done.stderr.decode("utf-8", "replace")[-2000:]
+    if done.returncode < 0:
+        text = f"killed by signal {-done.returncode} ({signal.Signals(-done.returncode).name}) {text}"
+    return done.returncode, text
 
 
 # ------------------------------------------------------------------ model
@@ -217,6 +220,7 @@ class Report:
     pending_applied: int = 0
     pending_absent: int = 0
     rebuilds_acknowledged: int = 0
+    leftovers_recovered: int = 0      # restarts that found (and removed) an interrupted compaction's files
     replay_verifies: int = 0
     live_messages: int = 0
     last_sequence: int = 0
@@ -538,9 +542,10 @@ class CrashLoop:
 
     async def _cycle(self, mode: str) -> None:
         killed_in_compaction = self.report.kills_in_compaction
+        leftover = os.path.isdir(os.path.join(self.store, COMPACT_DIR))
         async with served(self.store, self.workdir) as (client, pid):
             self.report.restarts += 1
-            await self._check_after_restart(client, verify=self._verify_due())
+            await self._check_after_restart(client, verify=self._verify_due(), leftover=leftover)
             cycle = Cycle(self, client, pid, mode)
             await cycle.run(self.lanes)
         self.progress(f"kill {self.report.kills} ({mode}{', in compaction' if self.report.kills_in_compaction > killed_in_compaction else ''}): "
@@ -552,7 +557,7 @@ class CrashLoop:
         after_compaction = self._compaction_kills_seen != self.report.kills_in_compaction
         return self.verify_every > 0 and (self.report.restarts % self.verify_every == 0 or after_compaction)
 
-    async def _check_after_restart(self, client: Client, verify: bool) -> None:
+    async def _check_after_restart(self, client: Client, verify: bool, leftover: bool = False) -> None:
         is_error, health = await call(client, "get_system_health")
         if is_error:
             self.report.failures.append(f"the store did not open after kill {self.report.kills}: {health}")
@@ -564,11 +569,13 @@ class CrashLoop:
                   "io.write_calls": (health["io"]["write_calls"], self.model.applied),
                   "active_messages": (health["active_messages"], len(self.model.live)),
                   "session_count": (health["session_count"], len(expect_sessions)),
-                  "status": (health["status"], "OK"), "snapshot_valid": (health["snapshot_valid"], True)}
+                  "status": (health["status"], "OK"), "snapshot_valid": (health["snapshot_valid"], True),
+                  "recovered_tail": (health["recovered_tail"], leftover)}
         for name, (got, want) in checks.items():
             if got != want:
                 self.report.failures.append(f"after kill {self.report.kills}: health {name} is {got}, expected {want}")
         self.report.live_messages, self.report.last_sequence = len(self.model.live), health["last_sequence"]
+        self.report.leftovers_recovered += leftover
         if os.path.exists(os.path.join(self.store, COMPACT_DIR)):
             self.report.failures.append(f"after kill {self.report.kills}: {COMPACT_DIR} survived the restart")
         for bad in private_violations(self.store):
@@ -581,9 +588,10 @@ class CrashLoop:
         self._compaction_kills_seen = self.report.kills_in_compaction
 
     async def _final_check(self) -> None:
+        leftover = os.path.isdir(os.path.join(self.store, COMPACT_DIR))
         async with served(self.store, self.workdir) as (client, _pid):
             self.report.restarts += 1
-            await self._check_after_restart(client, verify=True)
+            await self._check_after_restart(client, verify=True, leftover=leftover)
 
 
 def run(kills: int, seed: int, store: str | None = None, lanes: int = 2, verify_every: int = 1,

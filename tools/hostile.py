@@ -479,6 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("--seed", type=int, default=0)
     pr = sub.add_parser("probe", help="read one store back; answers as JSON")
     pr.add_argument("store")
+    pr.add_argument("--calls", default=None,
+                    help='JSON list of [tool, arguments] to make instead of health and the sessions view')
     args = p.parse_args(argv)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     if args.command == "flips":
@@ -488,7 +490,8 @@ def main(argv: list[str] | None = None) -> int:
         report = hostile_inputs(args.examples, args.seed)
         ok = True
     else:
-        first = probe(os.path.abspath(args.store), plan_calls(None))
+        calls = [tuple(c) for c in json.loads(args.calls)] if args.calls else plan_calls(None)
+        first = probe(os.path.abspath(args.store), calls)
         report = {"answers": first}
         ok = all("ok" in a for a in first)
     json.dump(report, sys.stdout, indent=2, ensure_ascii=False)

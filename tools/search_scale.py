@@ -1,0 +1,188 @@
+"""Search latency and memory at scale: 100,000 chat messages, in-process.
+
+    python -m tools.search_scale                       build a temporary store, measure, delete it
+    python -m tools.search_scale --store DIR           keep the store in DIR (reused when it exists)
+    python -m tools.search_scale --messages 20000      a smaller run
+
+The corpus is the LoCoMo dev conversations (``--data``, default
+``../shared/data``) replicated until there are ``--messages`` messages: copy c
+of a turn goes to session ``"{sample}-s{n}-c{c}"``, content
+``"{speaker}: {text}"``, as the retrieval benchmark writes them.  The queries
+are every LoCoMo question (all categories), each searched with no filter and
+a limit of 10 through :meth:`MemoryService.search` — the same call the MCP
+tool makes, result rendering included.  A first pass warms the page cache;
+the second is timed.  Two filtered runs (one session; ``kinds`` that match
+nothing but a few messages) show the index-driven filters.
+
+**How the store is built.**  100,000 ``write_message`` calls would each wait
+for their own fsync (about a minute).  The build instead runs in a child
+process and calls ``store.execute`` once per batch of ``BATCH`` messages,
+appending one ``MessageWritten`` per message exactly as
+``MemoryService.write_message`` builds it (id and clock from the write
+transaction) — the same events and projections, fewer commits.  Running it in
+a child keeps its memory out of the measured process.
+
+Output: one table and one JSON record on stdout; progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import re
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+from eventstore.events import Message, MessageWritten, Metadata
+
+BATCH = 5000
+LIMIT = 10
+DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+_SESSION = re.compile(r"session_(\d+)")
+
+
+def load(data: str) -> tuple[list[tuple[str, str, str, str]], list[str]]:
+    """LoCoMo turns as (sample, session number, role, content) and every question."""
+    with open(os.path.join(data, "locomo-dev.json"), encoding="utf-8") as fh:
+        samples = json.load(fh)
+    turns, questions = [], []
+    for sample in samples:
+        conv = sample["conversation"]
+        roles = {conv.get("speaker_a"): "user", conv.get("speaker_b"): "assistant"}
+        for number, key in sorted((int(m.group(1)), k) for k in conv if (m := _SESSION.fullmatch(k))):
+            for turn in conv[key]:
+                turns.append((sample["sample_id"], str(number), roles.get(turn["speaker"], "user"),
+                              f"{turn['speaker']}: {turn['text']}"))
+        questions.extend(qa["question"] for qa in sample["qa"])
+    return turns, questions
+
+
+def _messages(turns, total: int):
+    for i in range(total):
+        copy, (sample, number, role, content) = divmod(i, len(turns))[0], turns[i % len(turns)]
+        yield f"{sample}-s{number}-c{copy}", role, content
+
+
+def build(path: str, data: str, total: int) -> dict:
+    """Write ``total`` messages in batches of one transaction each (runs in a child)."""
+    from server.service import MemoryService
+    turns, _ = load(data)
+    start = time.perf_counter()
+    service = MemoryService(path)
+    try:
+        pending = list(_messages(turns, total))
+        for first in range(0, total, BATCH):
+            batch = pending[first:first + BATCH]
+
+            def command(w, batch=batch):
+                for session, role, content in batch:
+                    now = w.now_ms()
+                    w.append(MessageWritten(Message(w.new_id(now), session, role, content, now, now, 1,
+                                                    Metadata())))
+            service.store.execute(command)
+            print(f"\rbuilt {min(first + BATCH, total)}/{total}", end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+        health = service.health()
+    finally:
+        service.close()
+    return {"seconds": round(time.perf_counter() - start, 1), "active_messages": health["active_messages"],
+            "file_bytes": os.path.getsize(os.path.join(path, "data.mdb")),
+            "search_index_bytes": health["memory_estimate"]["search_index_bytes"],
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+def _build_child(path: str, data: str, total: int, queue) -> None:
+    queue.put(build(path, data, total))
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    at = lambda p: ordered[min(len(ordered) - 1, int(p * len(ordered)))]  # noqa: E731
+    return {"queries": len(ordered), "p50_ms": round(at(0.50), 2), "p95_ms": round(at(0.95), 2),
+            "p99_ms": round(at(0.99), 2), "max_ms": round(ordered[-1], 2),
+            "mean_ms": round(statistics.fmean(ordered), 2)}
+
+
+def measure(service, questions: list[str], flt) -> dict[str, float]:
+    timings = []
+    for question in questions:
+        start = time.perf_counter()
+        service.search(question, flt, 0, LIMIT)
+        timings.append(1000 * (time.perf_counter() - start))
+    return _percentiles(timings)
+
+
+def run(path: str, data: str, total: int) -> dict:
+    from projections.search import Filters
+    from server.service import MemoryService
+    _, questions = load(data)
+    record: dict = {"benchmark": "search_scale", "messages": total, "limit": LIMIT}
+    service = MemoryService(path)
+    try:
+        record["active_messages"] = service.health()["active_messages"]
+        record["rss_mb_opened"] = round(_rss_mb(), 1)
+        measure(service, questions, Filters())                       # warm-up
+        record["unfiltered"] = measure(service, questions, Filters())
+        session = f"conv-26-s1-c{max(0, total // 2760 - 1)}"
+        record["session_filter"] = measure(service, questions, Filters(session_id=session))
+        record["kinds_filter"] = measure(service, questions, Filters(kinds=frozenset({"conversation"})))
+        record["rss_mb"] = round(_rss_mb(), 1)
+        record["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    finally:
+        service.close()
+    return record
+
+
+def table(record: dict) -> str:
+    lines = [f"{'run':<16}{'queries':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'max ms':>9}{'mean ms':>9}"]
+    for name in ("unfiltered", "session_filter", "kinds_filter"):
+        r = record[name]
+        lines.append(f"{name:<16}{r['queries']:>8}{r['p50_ms']:>9.2f}{r['p95_ms']:>9.2f}{r['p99_ms']:>9.2f}"
+                     f"{r['max_ms']:>9.2f}{r['mean_ms']:>9.2f}")
+    lines.append(f"messages {record['active_messages']:,}; RSS {record['rss_mb']} MB "
+                 f"(peak {record['peak_rss_mb']} MB, {record['rss_mb_opened']} MB after opening)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.search_scale", description=__doc__.split("\n")[0])
+    parser.add_argument("--data", default=DEFAULT_DATA, help="directory with locomo-dev.json")
+    parser.add_argument("--messages", type=int, default=100_000, help="messages in the store (default 100000)")
+    parser.add_argument("--store", help="store directory to build (or reuse) and keep")
+    args = parser.parse_args(argv)
+    path = args.store or os.path.join(tempfile.mkdtemp(prefix="convmem-scale-"), "store")
+    built = None
+    try:
+        if not os.path.exists(os.path.join(path, "data.mdb")):
+            ctx = multiprocessing.get_context("spawn")
+            queue = ctx.Queue()
+            child = ctx.Process(target=_build_child, args=(path, args.data, args.messages, queue))
+            child.start()
+            built = queue.get()
+            child.join()
+        record = run(path, args.data, args.messages)
+        record["build"] = built or "reused"
+    finally:
+        if not args.store:
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    print(table(record))
+    print(json.dumps(record, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
