@@ -49,6 +49,7 @@ DATA_FILE = "data.mdb"
 _INITIAL_MAP = 64 << 20
 _MAX_MAP = 1 << 40
 _IO_KEYS = ("write_bytes", "write_calls", "flush_calls", "truncate_calls", "replace_calls")
+_LOCK_BYTES = 128 + 256 * 64          # LMDB's lock file for 256 readers
 _BATCH = 2000                         # events per transaction when writing a compacted file
 _CARRIED = (b"last_id", b"secret")   # meta kept across compaction besides counters
 
@@ -178,13 +179,18 @@ class EventStore:
                     shutil.rmtree(leftover)
                     self.recovered_tail = True
 
-    def _open_env(self) -> None:
+    def _open_env(self, lock: bool = True) -> None:
+        """Open the environment; ``lock=False`` only for a private file no other
+        process can see (it then has no ``lock.mdb``)."""
         names = ["events", "meta", *self.projector.db_specs]
+        if lock:
+            _preallocate(os.path.join(self.path, "lock.mdb"), _LOCK_BYTES)
         self._env = lmdb.open(self.path, map_size=self._map_size, max_dbs=len(names) + 4,
                               subdir=True, sync=True, metasync=True, mode=0o600,
-                              max_readers=256, readahead=False)
+                              max_readers=256, readahead=False, lock=lock)
         _chmod_private(self.path)
-        self._env.reader_check()
+        if lock:
+            self._env.reader_check()
         specs = {"events": {}, "meta": {}, **self.projector.db_specs}
         with self._env.begin(write=True) as txn:
             self._dbs = {n: self._env.open_db(n.encode(), txn=txn, **flags)
@@ -439,6 +445,31 @@ def _chmod_private(path: str) -> None:
         full = os.path.join(path, name)
         if os.path.isfile(full) and os.stat(full).st_mode & 0o077:
             os.chmod(full, 0o600)
+
+
+def _preallocate(path: str, size: int) -> None:
+    """Create ``path`` with ``size`` allocated bytes, unless it exists.
+
+    LMDB creates its lock file sparse and maps it: on a full disk the first
+    touch of a page kills the process with SIGBUS.  Allocating it here turns
+    that into ``ENOSPC`` (``IO_ERROR``).  An existing file is left alone: it
+    may be open in this process, and closing any descriptor of it would drop
+    LMDB's POSIX locks.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        written = 0
+        while written < size:                  # zeros, not a hole: the blocks get allocated
+            written += os.write(fd, bytes(size - written))
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
 
 
 def _fsync_path(path: str) -> None:

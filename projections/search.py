@@ -11,19 +11,22 @@ is positive however small the store.  A field whose whole normalized text
 equals the query scores exactly 1.0 (SPEC §6.10); any other is capped at
 ``PARTIAL_CAP``.  A message's score is ``1 − Π_f (1 − w_f · s_f)`` with the
 field weights ``WEIGHTS``: monotone in every field, and 1.0 exactly when the
-whole content matches.  Matching is OR: one query term is enough, and more
-terms, rarer terms and more frequent terms score higher.
+whole content matches.  Matching is OR: one query term is enough; more terms,
+rarer terms and more frequent terms score higher.
 
-**Evaluation** never scans a common term's whole list.  Lists are read
-best-impact first, a block at a time, always from the list whose unread
-postings could still add the most (score-at-a-time).  Reading stops once no
-unread posting — not even a document holding the best unread posting of every
-list — could reach the k-th best score found so far; the candidates whose
-upper bound still reaches it get their missing terms by random access to the
-document-ordered lists.  The result is the exact top k for the cost of the
-lists' heads.  A selective filter (session, tags, kinds, tiers,
-min_importance: whichever facet list is shortest) instead walks the lists
-against the filter's set of documents.  Search only reads.
+**Evaluation** reads the impact-ordered lists a block at a time, always from
+the list whose unread postings could still add the most (score-at-a-time),
+and stops as soon as no unseen document — not even one holding the best
+unread posting of every list — could reach the k-th best score found so far.
+Candidates that could still reach it get their unread terms by random access
+to the document-ordered lists (or by finishing a list when that is cheaper).
+That is the exact top k.  When even that would read more than
+``READ_BUDGET`` postings, the read stops there and the best
+``COMPLETE_MAX`` candidates are completed (anytime ranking: the heads of the
+lists hold the postings that matter most), so a common word never costs its
+whole list.  A selective filter (session, tags, kinds, tiers, min_importance:
+whichever facet list is shortest) instead walks the lists against the
+filter's set of documents, exactly.  Search only reads.
 """
 
 from __future__ import annotations
@@ -41,9 +44,13 @@ from .tokens import query_terms
 
 PARTIAL_CAP = 0.99
 WEIGHTS = (1.0, 0.9, 0.8)            # content, summary, tags
-FIRST_BLOCK, MAX_BLOCK = 32, 4096    # postings read per step from one list (doubling)
+WHOLE = 10.0                         # added to a field's sum when it equals the query whole
+FIRST_BLOCK, MAX_BLOCK = 32, 2048    # postings per step from one list (doubling)
+READ_BUDGET = 20_000                 # impact-ordered postings read at most
+COMPLETE_MAX = 1_000                 # candidates completed by random access at most
+PROBE_RATIO = 4                      # finish a list instead when its rest ≤ this × its probes
 ALLOWED_MAX = 50_000                 # largest filter set worth building
-SELECTIVE_WORK = 20_000              # walk the lists against the set when Σ min(df, |set|) ≤ this
+SELECTIVE_WORK = 20_000              # walk against the set when Σ min(df, |set|) ≤ this
 EPS = 2e-6                           # beneath the 6-decimal rounding of reported scores
 _MASK48 = (1 << 48) - 1
 _NF = len(terms.FIELDS)
@@ -69,6 +76,11 @@ def idf(n_docs: int, df: int) -> float:
     return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
 
+def field_score(total: float) -> float:
+    """A field's score from its sum: 1.0 for a whole match, else capped."""
+    return 1.0 if total >= WHOLE else min(total, PARTIAL_CAP)
+
+
 def combine(scores) -> float:
     """1 − Π(1 − w_f · s_f) over the field scores, in field order."""
     miss = 1.0
@@ -79,27 +91,25 @@ def combine(scores) -> float:
 
 def search(tx: Tx, query: str, flt: Filters, limit: int) -> list[Hit]:
     """The best ``limit`` live messages for ``query`` under ``flt``."""
-    lists = _plan(tx, stats.read(tx), query_terms(query))
     fl = _Filter(tx, flt)
     if fl.size == 0:
         return []
+    lists = _plan(tx, stats.read(tx), query_terms(query))
     acc = _Accumulator()
-    _add_exact(tx, query, acc, fl)
-    work = sum(min(lst.df, fl.size) for lst in lists)
-    if fl.materialize(ALLOWED_MAX) and work <= SELECTIVE_WORK:
+    _add_whole_matches(tx, query, acc)
+    if fl.materialize(ALLOWED_MAX) and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
         _walk(tx, lists, acc, fl.allowed)
-        candidates = list(acc.scores)
+        candidates = acc.docs()
     else:
-        candidates = _top_k(tx, lists, acc, fl, limit)
+        candidates = _TopK(tx, lists, acc, fl, limit).run()
     return _rank(acc, candidates, fl, limit)
 
 
 # --------------------------------------------------------------------- plan
-@dataclass
+@dataclass(eq=False)
 class _List:
     """One query term in one field: weight, statistics, read position."""
 
-    bit: int
     field: int
     key: bytes
     weight: float          # q · idf ÷ the field's total
@@ -109,10 +119,15 @@ class _List:
     block: int = FIRST_BLOCK
     bound: float = 0.0     # the most one unread posting can still add
     postings: object = None
+    seen: set = field(default_factory=set)
 
     @property
     def done(self) -> bool:
         return self.read >= self.df
+
+    def factor(self) -> tuple[float, float]:
+        """(c, d) with tf_factor = tf / (tf + c + d · length)."""
+        return terms.K1 * (1 - terms.B), terms.K1 * terms.B / self.avg
 
 
 def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float]) -> list[_List]:
@@ -131,23 +146,22 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float]) -> list[_List]:
                 total += w
                 if df:
                     found.append((key, w, df))
-            for key, w, df in found:
-                lists.append(_List(len(lists), f, key, w / total, df, avg))
+            lists.extend(_List(f, key, w / total, df, avg) for key, w, df in found)
     return lists
 
 
 # ------------------------------------------------------------------ filters
 class _Filter:
-    """A filter as its shortest facet list (maybe built into a set) plus a
-    per-document check for the other conditions."""
+    """A filter as its shortest facet list (maybe built into a set), plus a
+    per-document check of the other conditions."""
 
     def __init__(self, tx: Tx, flt: Filters) -> None:
         self.tx, self.flt = tx, flt
         self.allowed: set[int] | None = None
-        self.size = -1                       # unknown: no facet list applies
+        self.size = -1                       # no facet list applies
         self._docs: dict[int, terms.Doc | None] = {}
         options = self._options()
-        self.checks = len(options) > 0       # documents must be checked one by one
+        self.checks = bool(options)          # documents must be checked one by one
         if options:
             with tx.txn.cursor(db=tx.db(terms.FACETS)) as cur:
                 sizes = [sum(cur.count() if cur.set_key(k) else 0 for k in keys) for keys in options]
@@ -155,7 +169,7 @@ class _Filter:
             self.size, self._keys, self._alone = sizes[best], options[best], len(options) == 1
 
     def _options(self) -> list[list[bytes]]:
-        """Each filter condition as the facet keys whose union it allows."""
+        """Each condition as the facet keys whose union it allows."""
         f, out = self.flt, []
         if f.session_id is not None:
             out.append([b"s" + f.session_id.encode("utf-8")])
@@ -177,8 +191,7 @@ class _Filter:
             for key in self._keys:
                 if cur.set_key(key):
                     allowed.update(int.from_bytes(v, "big") for v in cur.iternext_dup(keys=False))
-        self.allowed = allowed
-        self.checks = not self._alone
+        self.allowed, self.checks = allowed, not self._alone
         return True
 
     def doc(self, docno: int) -> terms.Doc | None:
@@ -204,117 +217,187 @@ class _Filter:
 
 # -------------------------------------------------------------- accumulator
 class _Accumulator:
-    """Partial field scores per document, and which lists each was seen in."""
+    """Per field, each document's partial sum (``WHOLE`` added for a whole match)."""
 
     def __init__(self) -> None:
-        self.scores: dict[int, list[float]] = {}
-        self.seen: dict[int, int] = {}
-        self.exact: dict[int, int] = {}      # docno → fields (bits) matched whole
+        self.sums: list[dict[int, float]] = [{} for _ in range(_NF)]
         self.touched: set[int] = set()       # changed since the k-th score was last taken
         self.top: list[tuple[float, int]] = []
 
-    def field_scores(self, docno: int) -> list[float]:
-        s = [min(PARTIAL_CAP, v) for v in self.scores[docno]]
-        whole = self.exact.get(docno, 0)
-        return [1.0 if whole >> f & 1 else s[f] for f in range(_NF)]
+    def single(self) -> bool:
+        """Only the content field has anything (the common case)."""
+        return not any(self.sums[1:])
+
+    def docs(self) -> list[int]:
+        if self.single():
+            return list(self.sums[0])
+        return list(set().union(*self.sums))
+
+    def fields(self, docno: int) -> list[float]:
+        return [field_score(s.get(docno, 0.0)) for s in self.sums]
 
     def score(self, docno: int) -> float:
-        return combine(self.field_scores(docno))
+        return combine(self.fields(docno))
 
     def bound(self, docno: int, extra: list[float]) -> float:
-        s, whole = self.scores[docno], self.exact.get(docno, 0)
-        return combine(1.0 if whole >> f & 1 else min(PARTIAL_CAP, s[f] + extra[f]) for f in range(_NF))
+        return combine(field_score(s.get(docno, 0.0) + e) for s, e in zip(self.sums, extra))
 
 
-def _add_exact(tx: Tx, query: str, acc: _Accumulator, fl: _Filter) -> None:
+def _add_whole_matches(tx: Tx, query: str, acc: _Accumulator) -> None:
     with tx.txn.cursor(db=tx.db(terms.EXACT)) as cur:
         for f in range(_NF):
-            if not cur.set_key(terms.exact_key(f, query)):
-                continue
-            for v in cur.iternext_dup(keys=False):
-                docno = int.from_bytes(v, "big")
-                if fl.allowed is None or docno in fl.allowed:
-                    acc.scores.setdefault(docno, [0.0] * _NF)
-                    acc.seen.setdefault(docno, 0)
-                    acc.exact[docno] = acc.exact.get(docno, 0) | 1 << f
+            if cur.set_key(terms.exact_key(f, query)):
+                for v in cur.iternext_dup(keys=False):
+                    docno = int.from_bytes(v, "big")
+                    acc.sums[f][docno] = acc.sums[f].get(docno, 0.0) + WHOLE
                     acc.touched.add(docno)
-
-
-def _factor_constants(lst: _List) -> tuple[float, float]:
-    return terms.K1 * (1 - terms.B), terms.K1 * terms.B / lst.avg
 
 
 # --------------------------------------------------------- filtered walking
 def _walk(tx: Tx, lists: list[_List], acc: _Accumulator, allowed: set[int]) -> None:
-    """Exact scores of every allowed document, from the document-ordered lists."""
-    scores, seen, unpack = acc.scores, acc.seen, terms.DOC_POSTING.unpack
+    """Exact sums for every allowed document, from the document-ordered lists."""
     ordered = sorted(allowed)
     with tx.txn.cursor(db=tx.db(terms.DOC_POSTINGS)) as cur:
         for lst in lists:
-            c, d, w, f, bit = *_factor_constants(lst), lst.weight, lst.field, 1 << lst.bit
+            (c, d), w, sums = lst.factor(), lst.weight, acc.sums[lst.field]
             if lst.df <= len(ordered):
                 cur.set_key(lst.key)
-                found = (unpack(v) for v in cur.iternext_dup(keys=False))
+                found = map(terms.DOC_POSTING.unpack, cur.iternext_dup(keys=False))
             else:
                 found = _probe(cur, lst.key, ordered)
             for hi, lo, tf, length in found:
                 docno = hi << 32 | lo
-                if docno not in allowed:
-                    continue
-                s = scores.get(docno)
-                if s is None:
-                    s = scores[docno] = [0.0] * _NF
-                    seen[docno] = 0
-                s[f] += w * tf / (tf + c + d * length)
-                seen[docno] |= bit
+                if docno in allowed:
+                    sums[docno] = sums.get(docno, 0.0) + w * tf / (tf + c + d * length)
 
 
 def _probe(cur, key: bytes, docnos):
-    """The document-ordered postings of ``key`` for each of ``docnos`` present."""
+    """The document-ordered postings of ``key`` for those of ``docnos`` it has."""
     unpack = terms.DOC_POSTING.unpack
     for docno in docnos:
         if cur.set_range_dup(key, terms.docno_key(docno)):
-            v = cur.value()
-            hi, lo, tf, length = unpack(v)
+            hi, lo, tf, length = unpack(cur.value())
             if hi << 32 | lo == docno:
                 yield hi, lo, tf, length
 
 
 # ------------------------------------------------------- score-at-a-time
-def _top_k(tx: Tx, lists: list[_List], acc: _Accumulator, fl: _Filter, k: int) -> list[int]:
-    cursors = []
-    try:
-        for lst in lists:
-            cur = tx.txn.cursor(db=tx.db(terms.POSTINGS))
-            cursors.append(cur)
-            cur.set_key(lst.key)
-            lst.bound = lst.weight * terms.impact_bound(255 - cur.value()[0], lst.field, lst.avg)
-            lst.postings = cur.iternext_dup(keys=False)
-        _read_heads(lists, acc, fl, k)
-    finally:
-        for cur in cursors:
-            cur.close()
-    return _complete(tx, lists, acc, fl, k)
+class _TopK:
+    """Impact-ordered evaluation with a safe stop, a budget, and completion."""
 
+    def __init__(self, tx: Tx, lists: list[_List], acc: _Accumulator, fl: _Filter, k: int) -> None:
+        self.tx, self.lists, self.acc, self.fl, self.k = tx, lists, acc, fl, k
 
-def _read_heads(lists: list[_List], acc: _Accumulator, fl: _Filter, k: int) -> None:
-    """Read impact-ordered blocks until no unseen document can reach the k-th score."""
-    theta = _kth(acc, fl, k)
-    heap = [(-lst.bound, lst.bit) for lst in lists]
-    heapq.heapify(heap)
-    while heap and _unseen_bound(lists) >= theta - EPS:
-        lst = lists[heapq.heappop(heap)[1]]
-        _read_block(lst, acc, fl.allowed)
-        if not lst.done:
-            heapq.heappush(heap, (-lst.bound, lst.bit))
-        theta = _kth(acc, fl, k)
+    def run(self) -> list[int]:
+        cursors = []
+        try:
+            for lst in self.lists:
+                cur = self.tx.txn.cursor(db=self.tx.db(terms.POSTINGS))
+                cursors.append(cur)
+                cur.set_key(lst.key)
+                lst.bound = lst.weight * terms.impact_bound(255 - cur.value()[0], lst.field, lst.avg)
+                lst.postings = cur.iternext_dup(keys=False)
+            self._read()
+            return self._complete()
+        finally:
+            for cur in cursors:
+                cur.close()
+
+    def _read(self) -> None:
+        """Read blocks until no unseen document can reach the k-th score."""
+        theta, read = self._kth(), 0
+        heap = [(-lst.bound, i) for i, lst in enumerate(self.lists)]
+        heapq.heapify(heap)
+        while heap and read < READ_BUDGET and self._unseen_bound() >= theta - EPS:
+            i = heapq.heappop(heap)[1]
+            lst = self.lists[i]
+            read += _read_block(lst, self.acc, self.fl.allowed)
+            if not lst.done:
+                heapq.heappush(heap, (-lst.bound, i))
+            theta = self._kth()
+
+    def _open_bounds(self) -> list[float]:
+        per_field = [0.0] * _NF
+        for lst in self.lists:
+            per_field[lst.field] += lst.bound
+        return per_field
+
+    def _unseen_bound(self) -> float:
+        return combine(min(PARTIAL_CAP, s) for s in self._open_bounds())
+
+    def _kth(self) -> float:
+        """The k-th best score so far among documents that pass the filter.
+
+        Scores only grow, so the best k can change only by documents touched
+        since the last call: those and the previous best k are all it scores.
+        """
+        acc, fl = self.acc, self.fl
+        pool = acc.touched.union(d for _, d in acc.top)
+        acc.touched = set()
+        if acc.single() and not fl.checks and fl.allowed is None:
+            sums = acc.sums[0]
+            best = heapq.nlargest(self.k, zip(map(sums.__getitem__, pool), pool))
+            acc.top = [(field_score(s), d) for s, d in best]
+        else:
+            acc.top = heapq.nlargest(self.k, ((acc.score(d), d) for d in pool if fl.passes(d)))
+        return acc.top[-1][0] if len(acc.top) >= self.k else 0.0
+
+    def _complete(self) -> list[int]:
+        """Fill in the unread terms of the candidates that could still make the top k."""
+        open_lists = [lst for lst in self.lists if not lst.done]
+        if not open_lists:
+            return self.acc.docs()
+        theta, extra = self._kth() - EPS, self._open_bounds()
+        known, need = [], []
+        for docno in self._reachable(theta, extra):
+            own, missing = [0.0] * _NF, False
+            for lst in open_lists:
+                if docno not in lst.seen:
+                    own[lst.field] += lst.bound
+                    missing = True
+            if not missing:
+                known.append(docno)
+            elif (ub := self._bound(docno, own)) >= theta:
+                need.append((ub, docno))
+        need = [d for _, d in heapq.nlargest(COMPLETE_MAX, need)]
+        for lst in open_lists:
+            self._fill(lst, [d for d in need if d not in lst.seen])
+        return known + need
+
+    def _bound(self, docno: int, extra: list[float]) -> float:
+        if self.acc.single():
+            return field_score(self.acc.sums[0][docno] + extra[0])
+        return self.acc.bound(docno, extra)
+
+    def _reachable(self, theta: float, extra: list[float]) -> list[int]:
+        acc = self.acc
+        if acc.single():
+            floor = theta - extra[0]
+            return [d for d, s in acc.sums[0].items() if s >= floor]
+        return [d for d in acc.docs() if acc.bound(d, extra) >= theta]
+
+    def _fill(self, lst: _List, docnos: list[int]) -> None:
+        """Add ``lst``'s postings for ``docnos``: by finishing it or by probes."""
+        if not docnos:
+            return
+        (c, d), w, sums = lst.factor(), lst.weight, self.acc.sums[lst.field]
+        wanted = set(docnos)
+        if lst.df - lst.read <= PROBE_RATIO * len(docnos):
+            unpack = terms.IMPACT.unpack
+            found = ((_MASK48 - (hi << 32 | lo), tf, length)
+                     for _, hi, lo, tf, length in map(unpack, lst.postings))
+        else:
+            with self.tx.txn.cursor(db=self.tx.db(terms.DOC_POSTINGS)) as cur:
+                found = [(hi << 32 | lo, tf, length) for hi, lo, tf, length in _probe(cur, lst.key, sorted(wanted))]
+        for docno, tf, length in found:
+            if docno in wanted:
+                sums[docno] = sums.get(docno, 0.0) + w * tf / (tf + c + d * length)
 
 
 def _read_block(lst: _List, acc: _Accumulator, allowed: set[int] | None) -> int:
     """Add the next block of ``lst``'s impact-ordered postings; returns how many."""
-    scores, seen, touched, unpack = acc.scores, acc.seen, acc.touched, terms.IMPACT.unpack
-    c, d = _factor_constants(lst)
-    w, f, bit = lst.weight, lst.field, 1 << lst.bit
+    (c, d), w, sums, unpack = lst.factor(), lst.weight, acc.sums[lst.field], terms.IMPACT.unpack
+    seen, touched = lst.seen.add, acc.touched.add
     n, inv = 0, 255
     for v in islice(lst.postings, lst.block):
         n += 1
@@ -322,75 +405,41 @@ def _read_block(lst: _List, acc: _Accumulator, allowed: set[int] | None) -> int:
         docno = _MASK48 - (hi << 32 | lo)
         if allowed is not None and docno not in allowed:
             continue
-        s = scores.get(docno)
-        if s is None:
-            s = scores[docno] = [0.0] * _NF
-            seen[docno] = 0
-        s[f] += w * tf / (tf + c + d * length)
-        seen[docno] |= bit
-        touched.add(docno)
+        sums[docno] = sums.get(docno, 0.0) + w * tf / (tf + c + d * length)
+        seen(docno)
+        touched(docno)
     lst.read = lst.df if n < lst.block else lst.read + n
     lst.block = min(2 * lst.block, MAX_BLOCK)
-    lst.bound = 0.0 if lst.done else lst.weight * terms.impact_bound(255 - inv, lst.field, lst.avg)
+    lst.bound = 0.0 if lst.done else w * terms.impact_bound(255 - inv, lst.field, lst.avg)
     return n
-
-
-def _unseen_bound(lists: list[_List]) -> float:
-    return combine(min(PARTIAL_CAP, s) for s in _open_bounds(lists))
-
-
-def _open_bounds(lists: list[_List]) -> list[float]:
-    per_field = [0.0] * _NF
-    for lst in lists:
-        per_field[lst.field] += lst.bound
-    return per_field
-
-
-def _kth(acc: _Accumulator, fl: _Filter, k: int) -> float:
-    """The k-th best current score among documents that pass the filter.
-
-    Scores only grow, so the best k can change only by documents touched since
-    the last call: those and the previous best k are all that is scored.
-    """
-    pool = acc.touched.union(d for _, d in acc.top)
-    acc.touched = set()
-    acc.top = heapq.nlargest(k, ((acc.score(d), d) for d in pool if fl.passes(d)))
-    return acc.top[-1][0] if len(acc.top) >= k else 0.0
-
-
-def _complete(tx: Tx, lists: list[_List], acc: _Accumulator, fl: _Filter, k: int) -> list[int]:
-    """Fill in the unread terms of every candidate that could still make the top k."""
-    open_lists = [lst for lst in lists if not lst.done]
-    if not open_lists:
-        return list(acc.scores)
-    extra, mask = _open_bounds(lists), sum(1 << lst.bit for lst in open_lists)
-    theta = _kth(acc, fl, k)
-    known = [d for d, s in acc.seen.items() if s & mask == mask]
-    need = [d for d, s in acc.seen.items() if s & mask != mask and acc.bound(d, extra) >= theta - EPS]
-    need.sort()
-    with tx.txn.cursor(db=tx.db(terms.DOC_POSTINGS)) as cur:
-        for lst in open_lists:
-            c, d, w, f, bit = *_factor_constants(lst), lst.weight, lst.field, 1 << lst.bit
-            missing = [doc for doc in need if not acc.seen[doc] & bit]
-            for hi, lo, tf, length in _probe(cur, lst.key, missing):
-                acc.scores[hi << 32 | lo][f] += w * tf / (tf + c + d * length)
-    return known + need
 
 
 # ------------------------------------------------------------------ ranking
 def _rank(acc: _Accumulator, candidates: list[int], fl: _Filter, limit: int) -> list[Hit]:
-    """Apply the filter in score order and settle ties by SPEC's rule."""
-    scored = sorted(((_reported(acc.score(d)), d) for d in candidates), reverse=True)
-    hits: list[Hit] = []
-    for score, docno in scored:
-        if len(hits) >= limit and score < hits[-1].score:
+    """The best ``limit`` candidates that pass the filter, ties settled by SPEC's
+    rule: importance, then newer, then message id."""
+    scored = [(_reported(acc.score(d)), d) for d in candidates]
+    m = 2 * limit + 8
+    while True:
+        hits, complete = _take(heapq.nlargest(m, scored), acc, fl, limit)
+        if complete or m >= len(scored):
             break
-        if not fl.passes(docno) or (doc := fl.doc(docno)) is None:
-            continue
-        parts = acc.field_scores(docno)
-        hits.append(Hit(doc, score, {name: _reported(s) for name, s in zip(terms.FIELDS, parts)}))
+        m *= 4
     hits.sort(key=lambda h: (-h.score, -h.doc.importance, -h.doc.timestamp, h.doc.message_id))
     return hits[:limit]
+
+
+def _take(ordered, acc: _Accumulator, fl: _Filter, limit: int) -> tuple[list[Hit], bool]:
+    """Passing hits in score order; True when a lower score closed the list."""
+    hits: list[Hit] = []
+    for score, docno in ordered:
+        if len(hits) >= limit and score < hits[-1].score:
+            return hits, True
+        if not fl.passes(docno) or (doc := fl.doc(docno)) is None:
+            continue
+        parts = {name: _reported(s) for name, s in zip(terms.FIELDS, acc.fields(docno))}
+        hits.append(Hit(doc, score, parts))
+    return hits, False
 
 
 def _reported(s: float) -> float:

@@ -9,13 +9,14 @@ anything unexpected becomes ``INTERNAL_ERROR`` with the traceback on stderr.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import anyio
 import mcp.types as types
@@ -58,6 +59,16 @@ def error_result(code: str, message: str) -> types.CallToolResult:
     return _result({"status": "ERROR", "error": {"code": code, "message": message}}, is_error=True)
 
 
+async def on_writer(writer: ThreadPoolExecutor, fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` on the writer thread and wait for it without holding a worker thread."""
+    future = writer.submit(fn)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:                    # another anyio backend: wait in a worker thread
+        return await anyio.to_thread.run_sync(future.result)
+    return await asyncio.wrap_future(future)
+
+
 async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResult:
     """Run one tool call to completion; never raises."""
     spec = BY_NAME.get(name)
@@ -68,7 +79,7 @@ async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResu
     work = functools.partial(spec.handler, state.service, arguments)
     try:
         if spec.writes:
-            body = await anyio.to_thread.run_sync(lambda: state.writer.submit(work).result())
+            body = await on_writer(state.writer, work)
         else:
             body = await anyio.to_thread.run_sync(work)
     except ConvMemError as exc:
@@ -85,8 +96,7 @@ def build_server(store_path: str, **service_options) -> Server:
         writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="convmem-writer")
         service, open_error = None, None
         try:
-            service = await anyio.to_thread.run_sync(
-                lambda: writer.submit(MemoryService, store_path, **service_options).result())
+            service = await on_writer(writer, functools.partial(MemoryService, store_path, **service_options))
             log.info("store open at %s", store_path)
         except ConvMemError as exc:
             open_error = exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
@@ -339,3 +340,33 @@ def test_a_data_file_that_is_not_an_lmdb_file_is_refused_as_corrupt(store_path):
         fh.write(b"this is not an LMDB file" * 1000)
     with pytest.raises(CorruptStoreError):
         open_service(store_path)
+
+
+@contextlib.contextmanager
+def full_filesystem(path):
+    """A 1 MiB tmpfs at ``path``, filled to the last block (skips where mounting is not allowed)."""
+    os.makedirs(path)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", path],
+                          capture_output=True, timeout=30)
+    if done.returncode != 0:
+        pytest.skip("needs mount -t tmpfs (root or CAP_SYS_ADMIN)")
+    try:
+        with open(os.path.join(path, "filler"), "wb", buffering=0) as fh:
+            with contextlib.suppress(OSError):
+                while fh.write(b"\1" * 4096):
+                    pass
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", path], capture_output=True, timeout=30)
+
+
+def test_creating_a_store_on_a_full_filesystem_is_an_io_error_not_a_crash(tmp_path):
+    with full_filesystem(str(tmp_path / "full")) as mount:
+        code = ("import sys\nfrom eventstore.errors import ConvMemError\n"
+                "from server.service import MemoryService\n"
+                "try:\n    MemoryService(sys.argv[1]).close()\n    print('opened')\n"
+                "except ConvMemError as exc:\n    print(exc.code)\n")
+        done = subprocess.run([sys.executable, "-c", code, os.path.join(mount, "store")], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    assert done.stdout.strip() == "IO_ERROR"

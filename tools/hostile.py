@@ -193,6 +193,11 @@ def classify(answers: list[dict], pristine: list[dict]) -> str:
     return "refused" if codes & REFUSALS else "same"
 
 
+def _call_kind(call: tuple[str, dict]) -> str:
+    name, args = call
+    return f"{name}:{args.get('view', 'history')}" if name == "read_messages" else name
+
+
 def flip_trials(trials: int, seed: int = 1, max_flips: int = 4, workdir: str | None = None,
                 progress=None) -> dict:
     """The ``flips`` run: returns the outcome counts and the flips of every bad trial."""
@@ -234,6 +239,9 @@ def flip_trials(trials: int, seed: int = 1, max_flips: int = 4, workdir: str | N
             if kind == "ok":
                 outcome = classify(value, pristine)
                 detail = sorted({f"{a['error']}: {a['message']}" for a in value if "error" in a})[:5]
+                if outcome == "wrong":
+                    detail.append("wrong answers from: " + ", ".join(sorted(
+                        {_call_kind(c) for c, got, want in zip(calls, value, pristine) if got != want})))
             else:
                 outcome, detail = (kind if kind in ("hang", "signal") else "crash"), [f"{kind} {value}"]
             outcomes[outcome] += 1
