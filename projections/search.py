@@ -66,6 +66,18 @@ class Filters:
 
 
 @dataclass
+class Trace:
+    """What one evaluation did (for benchmarks and tests)."""
+
+    path: str = ""          # "walk" (selective filter) or "top-k"
+    lists: int = 0          # query terms × fields present in the index
+    postings: int = 0       # Σ df over those lists
+    read: int = 0           # postings read in order
+    probes: int = 0         # random accesses to the document-ordered lists
+    exact: bool = True      # False when the read budget or COMPLETE_MAX cut it short
+
+
+@dataclass
 class Hit:
     doc: terms.Doc
     score: float
@@ -89,19 +101,23 @@ def combine(scores) -> float:
     return 1.0 - miss
 
 
-def search(tx: Tx, query: str, flt: Filters, limit: int) -> list[Hit]:
+def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = None) -> list[Hit]:
     """The best ``limit`` live messages for ``query`` under ``flt``."""
+    trace = trace if trace is not None else Trace()
     fl = _Filter(tx, flt)
     if fl.size == 0:
         return []
     lists = _plan(tx, stats.read(tx), query_terms(query))
+    trace.lists, trace.postings = len(lists), sum(lst.df for lst in lists)
     acc = _Accumulator()
     _add_whole_matches(tx, query, acc)
     if fl.materialize(ALLOWED_MAX) and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
+        trace.path = "walk"
         _walk(tx, lists, acc, fl.allowed)
         candidates = acc.docs()
     else:
-        candidates = _TopK(tx, lists, acc, fl, limit).run()
+        trace.path = "top-k"
+        candidates = _TopK(tx, lists, acc, fl, limit, trace).run()
     return _rank(acc, candidates, fl, limit)
 
 
@@ -285,8 +301,9 @@ def _probe(cur, key: bytes, docnos):
 class _TopK:
     """Impact-ordered evaluation with a safe stop, a budget, and completion."""
 
-    def __init__(self, tx: Tx, lists: list[_List], acc: _Accumulator, fl: _Filter, k: int) -> None:
-        self.tx, self.lists, self.acc, self.fl, self.k = tx, lists, acc, fl, k
+    def __init__(self, tx: Tx, lists: list[_List], acc: _Accumulator, fl: _Filter, k: int,
+                 trace: Trace) -> None:
+        self.tx, self.lists, self.acc, self.fl, self.k, self.trace = tx, lists, acc, fl, k, trace
 
     def run(self) -> list[int]:
         cursors = []
@@ -308,13 +325,17 @@ class _TopK:
         theta, read = self._kth(), 0
         heap = [(-lst.bound, i) for i, lst in enumerate(self.lists)]
         heapq.heapify(heap)
-        while heap and read < READ_BUDGET and self._unseen_bound() >= theta - EPS:
+        while heap and self._unseen_bound() >= theta - EPS:
+            if read >= READ_BUDGET:
+                self.trace.exact = False
+                break
             i = heapq.heappop(heap)[1]
             lst = self.lists[i]
             read += _read_block(lst, self.acc, self.fl.allowed)
             if not lst.done:
                 heapq.heappush(heap, (-lst.bound, i))
             theta = self._kth()
+        self.trace.read += read
 
     def _open_bounds(self) -> list[float]:
         per_field = [0.0] * _NF
@@ -359,7 +380,11 @@ class _TopK:
                 known.append(docno)
             elif (ub := self._bound(docno, own)) >= theta:
                 need.append((ub, docno))
-        need = [d for _, d in heapq.nlargest(COMPLETE_MAX, need)]
+        if len(need) > COMPLETE_MAX:
+            self.trace.exact = False
+            need = [d for _, d in heapq.nlargest(COMPLETE_MAX, need)]
+        else:
+            need = [d for _, d in need]
         for lst in open_lists:
             self._fill(lst, [d for d in need if d not in lst.seen])
         return known + need
@@ -383,10 +408,12 @@ class _TopK:
         (c, d), w, sums = lst.factor(), lst.weight, self.acc.sums[lst.field]
         wanted = set(docnos)
         if lst.df - lst.read <= PROBE_RATIO * len(docnos):
+            self.trace.read += lst.df - lst.read
             unpack = terms.IMPACT.unpack
             found = ((_MASK48 - (hi << 32 | lo), tf, length)
                      for _, hi, lo, tf, length in map(unpack, lst.postings))
         else:
+            self.trace.probes += len(wanted)
             with self.tx.txn.cursor(db=self.tx.db(terms.DOC_POSTINGS)) as cur:
                 found = [(hi << 32 | lo, tf, length) for hi, lo, tf, length in _probe(cur, lst.key, sorted(wanted))]
         for docno, tf, length in found:

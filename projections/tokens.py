@@ -62,6 +62,7 @@ _CHUNK = re.compile(rf"(?P<run>(?:\d+)?[{_UNSEGMENTED}]+(?:\d+[{_UNSEGMENTED}]+)
                     rf"|(?P<word>{_WORD}(?:[._\-/:\\@+#]+{_WORD})*)")
 _UNITS = re.compile(rf"\d+|[{_UNSEGMENTED}]")
 _SEPARATORS = re.compile(r"[._\-/:\\@+#]+")
+_COARSE = re.compile(r"[/:\\@+#]+")      # between path, URL and namespace segments
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _HYPHENATED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
 _KATAKANA_LONG = re.compile(r"(?<=[\u30a1-\u30fa\u30fc-\u30ff]{3})ー(?![\u30a1-\u30fa\u30fc-\u30ff])")
@@ -120,16 +121,24 @@ def _parts(chunk: str) -> list[str]:
     return parts
 
 
-def _word(chunk: str) -> Iterator[tuple[str, str]]:
+def _whole(chunk: str) -> str:
     folded = chunk.casefold()
+    if _HYPHENATED.fullmatch(chunk):
+        return _stem(folded.replace("-", ""))
+    return bounded(folded)
+
+
+def _word(chunk: str) -> Iterator[tuple[str, str]]:
+    """A word, or an identifier's whole, its coarse segments and its parts."""
     parts = _parts(chunk)
-    if len(parts) <= 1:
+    if not parts or parts == [chunk]:
+        folded = chunk.casefold()
         yield _stem(folded), STOP if folded in STOPWORDS else WORD
         return
-    if _HYPHENATED.fullmatch(chunk):
-        yield _stem(folded.replace("-", "")), WHOLE
-    else:
-        yield bounded(folded), WHOLE
+    yield _whole(chunk), WHOLE
+    segments = [seg for seg in _COARSE.split(chunk) if seg]
+    if len(segments) > 1:
+        yield from ((_whole(seg), PART) for seg in segments if len(_parts(seg)) > 1)
     for part in parts:
         yield _stem(part.casefold()), PART
 

@@ -44,6 +44,8 @@ sys.stdin.read()
 def test_three_server_processes_on_one_store_lose_nothing_duplicate_nothing_and_count_exactly():
     report = concurrency.run(processes=3, ops=40, seed=11)
     assert report.failures == []
+    assert report.replay_verify_failures == []
+    assert report.read_models_match_replay
     assert report.writes > 0 and report.updates > 0 and report.deletes > 0 and report.searches > 0
     assert report.events_checked == report.last_sequence == report.writes + report.updates + report.deletes
 

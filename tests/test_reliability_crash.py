@@ -30,6 +30,7 @@ def test_killed_servers_lose_no_acknowledged_operation_and_keep_a_verifiable_sto
     assert report.torn == []
     assert report.phantoms == []
     assert report.failures == []
+    assert report.replay_verify_failures == []
     assert report.kills >= 3
     assert report.kills_in_compaction >= 1
     assert report.replay_verifies >= 2

@@ -11,8 +11,11 @@ of a turn goes to session ``"{sample}-s{n}-c{c}"``, content
 are every LoCoMo question (all categories), each searched with no filter and
 a limit of 10 through :meth:`MemoryService.search` — the same call the MCP
 tool makes, result rendering included.  A first pass warms the page cache;
-the second is timed.  Two filtered runs (one session; ``kinds`` that match
-nothing but a few messages) show the index-driven filters.
+the second is timed.  Two filtered runs show the filter paths: one session
+(a selective filter, answered from the session's index list) and ``kinds`` =
+conversation (matches every message, so each candidate is checked instead).
+A last pass records what evaluation did per query (lists, postings read,
+random probes, share of exact top-10s; see ``projections.search.Trace``).
 
 **How the store is built.**  100,000 ``write_message`` calls would each wait
 for their own fsync (about a minute).  The build instead runs in a child
@@ -41,7 +44,7 @@ import time
 
 from eventstore.events import Message, MessageWritten, Metadata
 
-BATCH = 5000
+BATCH = 1000
 LIMIT = 10
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 _SESSION = re.compile(r"session_(\d+)")
@@ -126,6 +129,24 @@ def measure(service, questions: list[str], flt) -> dict[str, float]:
     return _percentiles(timings)
 
 
+def work(service, questions: list[str]) -> dict[str, float]:
+    """What evaluation did, per query on average (``projections.search.Trace``)."""
+    from projections import search
+    traces = []
+    for question in questions:
+        trace = search.Trace()
+        with service.store.read() as tx:
+            search.search(tx, question, search.Filters(), LIMIT, trace)
+        traces.append(trace)
+    n = len(traces)
+    return {"lists": round(sum(t.lists for t in traces) / n, 1),
+            "postings_in_lists": round(sum(t.postings for t in traces) / n),
+            "postings_read": round(sum(t.read for t in traces) / n),
+            "probes": round(sum(t.probes for t in traces) / n),
+            "share_read": round(sum(t.read for t in traces) / max(1, sum(t.postings for t in traces)), 3),
+            "exact_share": round(sum(t.exact for t in traces) / n, 3)}
+
+
 def run(path: str, data: str, total: int) -> dict:
     from projections.search import Filters
     from server.service import MemoryService
@@ -140,6 +161,7 @@ def run(path: str, data: str, total: int) -> dict:
         session = f"conv-26-s1-c{max(0, total // 2760 - 1)}"
         record["session_filter"] = measure(service, questions, Filters(session_id=session))
         record["kinds_filter"] = measure(service, questions, Filters(kinds=frozenset({"conversation"})))
+        record["work"] = work(service, questions)
         record["rss_mb"] = round(_rss_mb(), 1)
         record["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     finally:
@@ -153,8 +175,12 @@ def table(record: dict) -> str:
         r = record[name]
         lines.append(f"{name:<16}{r['queries']:>8}{r['p50_ms']:>9.2f}{r['p95_ms']:>9.2f}{r['p99_ms']:>9.2f}"
                      f"{r['max_ms']:>9.2f}{r['mean_ms']:>9.2f}")
+    w = record["work"]
     lines.append(f"messages {record['active_messages']:,}; RSS {record['rss_mb']} MB "
                  f"(peak {record['peak_rss_mb']} MB, {record['rss_mb_opened']} MB after opening)")
+    lines.append(f"per query: {w['lists']} lists holding {w['postings_in_lists']:,} postings; read "
+                 f"{w['postings_read']:,} ({100 * w['share_read']:.1f}%) + {w['probes']} probes; "
+                 f"exact top-10 for {100 * w['exact_share']:.1f}% of queries")
     return "\n".join(lines)
 
 
