@@ -49,7 +49,7 @@ FIRST_BLOCK, MAX_BLOCK = 32, 2048    # postings per step from one list (doubling
 READ_BUDGET = 20_000                 # impact-ordered postings read at most
 COMPLETE_MAX = 1_000                 # candidates completed by random access at most
 PROBE_RATIO = 4                      # finish a list instead when its rest ≤ this × its probes
-ALLOWED_MAX = 50_000                 # largest filter set worth building
+ALLOWED_MAX = 10_000                 # largest filter set worth building
 SELECTIVE_WORK = 20_000              # walk against the set when Σ min(df, |set|) ≤ this
 EPS = 2e-6                           # beneath the 6-decimal rounding of reported scores
 _MASK48 = (1 << 48) - 1
@@ -104,14 +104,16 @@ def combine(scores) -> float:
 def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = None) -> list[Hit]:
     """The best ``limit`` live messages for ``query`` under ``flt``."""
     trace = trace if trace is not None else Trace()
-    fl = _Filter(tx, flt)
+    st = stats.read(tx)
+    fl = _Filter(tx, flt, st["active"])
     if fl.size == 0:
         return []
-    lists = _plan(tx, stats.read(tx), query_terms(query))
+    lists = _plan(tx, st, query_terms(query))
     trace.lists, trace.postings = len(lists), sum(lst.df for lst in lists)
     acc = _Accumulator()
-    _add_whole_matches(tx, query, acc)
-    if fl.materialize(ALLOWED_MAX) and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
+    walk = fl.materialize(ALLOWED_MAX) and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK
+    _add_whole_matches(tx, query, acc, fl)
+    if walk:
         trace.path = "walk"
         _walk(tx, lists, acc, fl.allowed)
         candidates = acc.docs()
@@ -168,34 +170,43 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float]) -> list[_List]:
 
 # ------------------------------------------------------------------ filters
 class _Filter:
-    """A filter as its shortest facet list (maybe built into a set), plus a
-    per-document check of the other conditions."""
+    """A filter as its shortest facet list (maybe built into a set of docnos),
+    plus a per-document check of whatever that list does not settle.
 
-    def __init__(self, tx: Tx, flt: Filters) -> None:
+    A condition every live message meets (``kinds`` naming every kind in use,
+    say) filters nothing and is dropped.
+    """
+
+    def __init__(self, tx: Tx, flt: Filters, n_docs: int) -> None:
         self.tx, self.flt = tx, flt
         self.allowed: set[int] | None = None
-        self.size = -1                       # no facet list applies
+        self.size = -1                       # -1: nothing to filter
         self._docs: dict[int, terms.Doc | None] = {}
-        options = self._options()
-        self.checks = bool(options)          # documents must be checked one by one
-        if options:
-            with tx.txn.cursor(db=tx.db(terms.FACETS)) as cur:
-                sizes = [sum(cur.count() if cur.set_key(k) else 0 for k in keys) for keys in options]
-            best = min(range(len(options)), key=sizes.__getitem__)
-            self.size, self._keys, self._alone = sizes[best], options[best], len(options) == 1
+        self._verdicts: dict[int, bool] = {}
+        with tx.txn.cursor(db=tx.db(terms.FACETS)) as cur:
+            sized = [(sum(cur.count() if cur.set_key(k) else 0 for k in keys), name, keys)
+                     for name, keys in self._conditions()]
+        sized = [c for c in sized if c[0] < n_docs or c[0] == 0]
+        self._pending = {name for _, name, _ in sized}
+        if sized:
+            self.size, self._best, self._keys = min(sized, key=lambda c: c[0])
+        self.checks = bool(self._pending)    # documents must be checked one by one
+        self._kinds = {KINDS.index(k) for k in flt.kinds}
+        self._tiers = {TIERS.index(t) for t in flt.tiers}
+        self._session = (flt.session_id or "").encode("utf-8")
 
-    def _options(self) -> list[list[bytes]]:
-        """Each condition as the facet keys whose union it allows."""
+    def _conditions(self) -> list[tuple[object, list[bytes]]]:
+        """Each condition, named, as the facet keys whose union it allows."""
         f, out = self.flt, []
         if f.session_id is not None:
-            out.append([b"s" + f.session_id.encode("utf-8")])
+            out.append(("session", [b"s" + f.session_id.encode("utf-8")]))
         if f.kinds:
-            out.append([b"k" + bytes([KINDS.index(k)]) for k in sorted(f.kinds)])
+            out.append(("kinds", [b"k" + bytes([KINDS.index(k)]) for k in sorted(f.kinds)]))
         if f.tiers:
-            out.append([b"t" + bytes([TIERS.index(t)]) for t in sorted(f.tiers)])
+            out.append(("tiers", [b"t" + bytes([TIERS.index(t)]) for t in sorted(f.tiers)]))
         if f.min_importance:
-            out.append([b"i" + bytes([i]) for i in range(f.min_importance, 101)])
-        out.extend([b"g" + t.encode("utf-8")] for t in dict.fromkeys(f.tags))
+            out.append(("importance", [b"i" + bytes([i]) for i in range(f.min_importance, 101)]))
+        out.extend((("tag", t), [b"g" + t.encode("utf-8")]) for t in dict.fromkeys(f.tags))
         return out
 
     def materialize(self, limit: int) -> bool:
@@ -207,7 +218,9 @@ class _Filter:
             for key in self._keys:
                 if cur.set_key(key):
                     allowed.update(int.from_bytes(v, "big") for v in cur.iternext_dup(keys=False))
-        self.allowed, self.checks = allowed, not self._alone
+        self.allowed = allowed
+        self._pending.discard(self._best)
+        self.checks = bool(self._pending)
         return True
 
     def doc(self, docno: int) -> terms.Doc | None:
@@ -220,15 +233,30 @@ class _Filter:
             return False
         if not self.checks:
             return True
-        d, f = self.doc(docno), self.flt
-        if d is None or not ((f.session_id is None or d.session_id == f.session_id)
-                             and (not f.kinds or d.kind in f.kinds)
-                             and (not f.tiers or d.tier in f.tiers)
-                             and d.importance >= f.min_importance):
+        verdict = self._verdicts.get(docno)
+        if verdict is None:
+            verdict = self._verdicts[docno] = self._check(docno)
+        return verdict
+
+    def _check(self, docno: int) -> bool:
+        raw = terms.raw_doc(self.tx, docno)
+        if raw is None:
             return False
-        key = terms.docno_key(docno)
-        with self.tx.txn.cursor(db=self.tx.db(terms.FACETS)) as cur:
-            return all(cur.set_key_dup(b"g" + t.encode("utf-8"), key) for t in f.tags)
+        for name in self._pending:
+            if name == "session":
+                ok = raw[terms.DOC_SESSION:] == self._session
+            elif name == "kinds":
+                ok = raw[terms.DOC_KIND] in self._kinds
+            elif name == "tiers":
+                ok = raw[terms.DOC_TIER] in self._tiers
+            elif name == "importance":
+                ok = raw[terms.DOC_IMPORTANCE] >= self.flt.min_importance
+            else:
+                with self.tx.txn.cursor(db=self.tx.db(terms.FACETS)) as cur:
+                    ok = cur.set_key_dup(b"g" + name[1].encode("utf-8"), terms.docno_key(docno))
+            if not ok:
+                return False
+        return True
 
 
 # -------------------------------------------------------------- accumulator
@@ -259,12 +287,14 @@ class _Accumulator:
         return combine(field_score(s.get(docno, 0.0) + e) for s, e in zip(self.sums, extra))
 
 
-def _add_whole_matches(tx: Tx, query: str, acc: _Accumulator) -> None:
+def _add_whole_matches(tx: Tx, query: str, acc: _Accumulator, fl: _Filter) -> None:
     with tx.txn.cursor(db=tx.db(terms.EXACT)) as cur:
         for f in range(_NF):
             if cur.set_key(terms.exact_key(f, query)):
                 for v in cur.iternext_dup(keys=False):
                     docno = int.from_bytes(v, "big")
+                    if not fl.passes(docno):
+                        continue
                     acc.sums[f][docno] = acc.sums[f].get(docno, 0.0) + WHOLE
                     acc.touched.add(docno)
 
@@ -304,6 +334,7 @@ class _TopK:
     def __init__(self, tx: Tx, lists: list[_List], acc: _Accumulator, fl: _Filter, k: int,
                  trace: Trace) -> None:
         self.tx, self.lists, self.acc, self.fl, self.k, self.trace = tx, lists, acc, fl, k, trace
+        self.keep = fl.passes if fl.checks or fl.allowed is not None else None
 
     def run(self) -> list[int]:
         cursors = []
@@ -331,7 +362,7 @@ class _TopK:
                 break
             i = heapq.heappop(heap)[1]
             lst = self.lists[i]
-            read += _read_block(lst, self.acc, self.fl.allowed)
+            read += _read_block(lst, self.acc, self.keep)
             if not lst.done:
                 heapq.heappush(heap, (-lst.bound, i))
             theta = self._kth()
@@ -347,20 +378,20 @@ class _TopK:
         return combine(min(PARTIAL_CAP, s) for s in self._open_bounds())
 
     def _kth(self) -> float:
-        """The k-th best score so far among documents that pass the filter.
+        """The k-th best score so far (every accumulated document passes the filter).
 
         Scores only grow, so the best k can change only by documents touched
         since the last call: those and the previous best k are all it scores.
         """
-        acc, fl = self.acc, self.fl
+        acc = self.acc
         pool = acc.touched.union(d for _, d in acc.top)
         acc.touched = set()
-        if acc.single() and not fl.checks and fl.allowed is None:
+        if acc.single():
             sums = acc.sums[0]
             best = heapq.nlargest(self.k, zip(map(sums.__getitem__, pool), pool))
             acc.top = [(field_score(s), d) for s, d in best]
         else:
-            acc.top = heapq.nlargest(self.k, ((acc.score(d), d) for d in pool if fl.passes(d)))
+            acc.top = heapq.nlargest(self.k, ((acc.score(d), d) for d in pool))
         return acc.top[-1][0] if len(acc.top) >= self.k else 0.0
 
     def _complete(self) -> list[int]:
@@ -421,8 +452,9 @@ class _TopK:
                 sums[docno] = sums.get(docno, 0.0) + w * tf / (tf + c + d * length)
 
 
-def _read_block(lst: _List, acc: _Accumulator, allowed: set[int] | None) -> int:
-    """Add the next block of ``lst``'s impact-ordered postings; returns how many."""
+def _read_block(lst: _List, acc: _Accumulator, keep) -> int:
+    """Add the next block of ``lst``'s impact-ordered postings (of documents
+    ``keep`` accepts, when given); returns how many were read."""
     (c, d), w, sums, unpack = lst.factor(), lst.weight, acc.sums[lst.field], terms.IMPACT.unpack
     seen, touched = lst.seen.add, acc.touched.add
     n, inv = 0, 255
@@ -430,7 +462,7 @@ def _read_block(lst: _List, acc: _Accumulator, allowed: set[int] | None) -> int:
         n += 1
         inv, hi, lo, tf, length = unpack(v)
         docno = _MASK48 - (hi << 32 | lo)
-        if allowed is not None and docno not in allowed:
+        if keep is not None and docno not in sums and not keep(docno):
             continue
         sums[docno] = sums.get(docno, 0.0) + w * tf / (tf + c + d * length)
         seen(docno)

@@ -133,6 +133,15 @@ def _doc_value(msg: Message) -> bytes:
                      m.importance, msg.timestamp) + msg.session_id.encode("utf-8")
 
 
+# Offsets of the filterable fields inside a ``docs`` value (see :func:`raw_doc`).
+DOC_KIND, DOC_TIER, DOC_IMPORTANCE, DOC_SESSION = 16, 17, 18, _DOC.size
+
+
+def raw_doc(tx: Tx, docno: int) -> bytes | None:
+    """The ``docs`` value itself, for filters that compare a byte or two."""
+    return tx.txn.get(docno_key(docno), db=tx.db(DOCS))
+
+
 def doc(tx: Tx, docno: int) -> Doc | None:
     raw = tx.txn.get(docno_key(docno), db=tx.db(DOCS))
     if raw is None:

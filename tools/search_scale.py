@@ -11,9 +11,11 @@ of a turn goes to session ``"{sample}-s{n}-c{c}"``, content
 are every LoCoMo question (all categories), each searched with no filter and
 a limit of 10 through :meth:`MemoryService.search` — the same call the MCP
 tool makes, result rendering included.  A first pass warms the page cache;
-the second is timed.  Two filtered runs show the filter paths: one session
-(a selective filter, answered from the session's index list) and ``kinds`` =
-conversation (matches every message, so each candidate is checked instead).
+the second is timed.  Messages get a memory kind (cycling through the six) and
+an importance (spread over 0–100) so that three filtered runs show the filter
+paths: one session (selective: answered from the session's index list),
+three of the six kinds (half the store: each candidate is checked instead),
+and ``min_importance`` 90 (a tenth: a set of allowed documents).
 A last pass records what evaluation did per query (lists, postings read,
 random probes, share of exact top-10s; see ``projections.search.Trace``).
 
@@ -42,7 +44,7 @@ import sys
 import tempfile
 import time
 
-from eventstore.events import Message, MessageWritten, Metadata
+from eventstore.events import KINDS, Message, MessageWritten, Metadata
 
 BATCH = 1000
 LIMIT = 10
@@ -67,9 +69,11 @@ def load(data: str) -> tuple[list[tuple[str, str, str, str]], list[str]]:
 
 
 def _messages(turns, total: int):
+    """(session, role, content, metadata): kinds cycle, importance spreads over 0–100."""
     for i in range(total):
         copy, (sample, number, role, content) = divmod(i, len(turns))[0], turns[i % len(turns)]
-        yield f"{sample}-s{number}-c{copy}", role, content
+        meta = Metadata(memory_kind=KINDS[i % len(KINDS)], importance=i * 37 % 101)
+        yield f"{sample}-s{number}-c{copy}", role, content, meta
 
 
 def build(path: str, data: str, total: int) -> dict:
@@ -84,10 +88,9 @@ def build(path: str, data: str, total: int) -> dict:
             batch = pending[first:first + BATCH]
 
             def command(w, batch=batch):
-                for session, role, content in batch:
+                for session, role, content, meta in batch:
                     now = w.now_ms()
-                    w.append(MessageWritten(Message(w.new_id(now), session, role, content, now, now, 1,
-                                                    Metadata())))
+                    w.append(MessageWritten(Message(w.new_id(now), session, role, content, now, now, 1, meta)))
             service.store.execute(command)
             print(f"\rbuilt {min(first + BATCH, total)}/{total}", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
@@ -160,7 +163,8 @@ def run(path: str, data: str, total: int) -> dict:
         record["unfiltered"] = measure(service, questions, Filters())
         session = f"conv-26-s1-c{max(0, total // 2760 - 1)}"
         record["session_filter"] = measure(service, questions, Filters(session_id=session))
-        record["kinds_filter"] = measure(service, questions, Filters(kinds=frozenset({"conversation"})))
+        record["kinds_filter"] = measure(service, questions, Filters(kinds=frozenset(KINDS[:3])))
+        record["importance_filter"] = measure(service, questions, Filters(min_importance=90))
         record["work"] = work(service, questions)
         record["rss_mb"] = round(_rss_mb(), 1)
         record["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -171,7 +175,7 @@ def run(path: str, data: str, total: int) -> dict:
 
 def table(record: dict) -> str:
     lines = [f"{'run':<16}{'queries':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'max ms':>9}{'mean ms':>9}"]
-    for name in ("unfiltered", "session_filter", "kinds_filter"):
+    for name in ("unfiltered", "session_filter", "kinds_filter", "importance_filter"):
         r = record[name]
         lines.append(f"{name:<16}{r['queries']:>8}{r['p50_ms']:>9.2f}{r['p95_ms']:>9.2f}{r['p99_ms']:>9.2f}"
                      f"{r['max_ms']:>9.2f}{r['mean_ms']:>9.2f}")
