@@ -36,7 +36,6 @@ import math
 from dataclasses import dataclass, field
 from itertools import islice
 
-from eventstore.events import KINDS, TIERS
 from eventstore.store import Tx
 
 from . import stats, terms
@@ -105,7 +104,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     """The best ``limit`` live messages for ``query`` under ``flt``."""
     trace = trace if trace is not None else Trace()
     st = stats.read(tx)
-    fl = _Filter(tx, flt, st["active"])
+    fl = terms.FacetFilter(tx, flt, st["active"])
     if fl.size == 0:
         return []
     lists = _plan(tx, st, query_terms(query))
@@ -168,97 +167,6 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float]) -> list[_List]:
     return lists
 
 
-# ------------------------------------------------------------------ filters
-class _Filter:
-    """A filter as its shortest facet list (maybe built into a set of docnos),
-    plus a per-document check of whatever that list does not settle.
-
-    A condition every live message meets (``kinds`` naming every kind in use,
-    say) filters nothing and is dropped.
-    """
-
-    def __init__(self, tx: Tx, flt: Filters, n_docs: int) -> None:
-        self.tx, self.flt = tx, flt
-        self.allowed: set[int] | None = None
-        self.size = -1                       # -1: nothing to filter
-        self._docs: dict[int, terms.Doc | None] = {}
-        self._verdicts: dict[int, bool] = {}
-        with tx.txn.cursor(db=tx.db(terms.FACETS)) as cur:
-            sized = [(sum(cur.count() if cur.set_key(k) else 0 for k in keys), name, keys)
-                     for name, keys in self._conditions()]
-        sized = [c for c in sized if c[0] < n_docs or c[0] == 0]
-        self._pending = {name for _, name, _ in sized}
-        if sized:
-            self.size, self._best, self._keys = min(sized, key=lambda c: c[0])
-        self.checks = bool(self._pending)    # documents must be checked one by one
-        self._kinds = {KINDS.index(k) for k in flt.kinds}
-        self._tiers = {TIERS.index(t) for t in flt.tiers}
-        self._session = (flt.session_id or "").encode("utf-8")
-
-    def _conditions(self) -> list[tuple[object, list[bytes]]]:
-        """Each condition, named, as the facet keys whose union it allows."""
-        f, out = self.flt, []
-        if f.session_id is not None:
-            out.append(("session", [b"s" + f.session_id.encode("utf-8")]))
-        if f.kinds:
-            out.append(("kinds", [b"k" + bytes([KINDS.index(k)]) for k in sorted(f.kinds)]))
-        if f.tiers:
-            out.append(("tiers", [b"t" + bytes([TIERS.index(t)]) for t in sorted(f.tiers)]))
-        if f.min_importance:
-            out.append(("importance", [b"i" + bytes([i]) for i in range(f.min_importance, 101)]))
-        out.extend((("tag", t), [b"g" + t.encode("utf-8")]) for t in dict.fromkeys(f.tags))
-        return out
-
-    def materialize(self, limit: int) -> bool:
-        """Build the set of allowed docnos when it has at most ``limit``."""
-        if self.size < 0 or self.size > limit:
-            return False
-        allowed: set[int] = set()
-        with self.tx.txn.cursor(db=self.tx.db(terms.FACETS)) as cur:
-            for key in self._keys:
-                if cur.set_key(key):
-                    allowed.update(int.from_bytes(v, "big") for v in cur.iternext_dup(keys=False))
-        self.allowed = allowed
-        self._pending.discard(self._best)
-        self.checks = bool(self._pending)
-        return True
-
-    def doc(self, docno: int) -> terms.Doc | None:
-        if docno not in self._docs:
-            self._docs[docno] = terms.doc(self.tx, docno)
-        return self._docs[docno]
-
-    def passes(self, docno: int) -> bool:
-        if self.allowed is not None and docno not in self.allowed:
-            return False
-        if not self.checks:
-            return True
-        verdict = self._verdicts.get(docno)
-        if verdict is None:
-            verdict = self._verdicts[docno] = self._check(docno)
-        return verdict
-
-    def _check(self, docno: int) -> bool:
-        raw = terms.raw_doc(self.tx, docno)
-        if raw is None:
-            return False
-        for name in self._pending:
-            if name == "session":
-                ok = raw[terms.DOC_SESSION:] == self._session
-            elif name == "kinds":
-                ok = raw[terms.DOC_KIND] in self._kinds
-            elif name == "tiers":
-                ok = raw[terms.DOC_TIER] in self._tiers
-            elif name == "importance":
-                ok = raw[terms.DOC_IMPORTANCE] >= self.flt.min_importance
-            else:
-                with self.tx.txn.cursor(db=self.tx.db(terms.FACETS)) as cur:
-                    ok = cur.set_key_dup(b"g" + name[1].encode("utf-8"), terms.docno_key(docno))
-            if not ok:
-                return False
-        return True
-
-
 # -------------------------------------------------------------- accumulator
 class _Accumulator:
     """Per field, each document's partial sum (``WHOLE`` added for a whole match)."""
@@ -287,7 +195,7 @@ class _Accumulator:
         return combine(field_score(s.get(docno, 0.0) + e) for s, e in zip(self.sums, extra))
 
 
-def _add_whole_matches(tx: Tx, query: str, acc: _Accumulator, fl: _Filter) -> None:
+def _add_whole_matches(tx: Tx, query: str, acc: _Accumulator, fl: terms.FacetFilter) -> None:
     with tx.txn.cursor(db=tx.db(terms.EXACT)) as cur:
         for f in range(_NF):
             if cur.set_key(terms.exact_key(f, query)):
@@ -331,7 +239,7 @@ def _probe(cur, key: bytes, docnos):
 class _TopK:
     """Impact-ordered evaluation with a safe stop, a budget, and completion."""
 
-    def __init__(self, tx: Tx, lists: list[_List], acc: _Accumulator, fl: _Filter, k: int,
+    def __init__(self, tx: Tx, lists: list[_List], acc: _Accumulator, fl: terms.FacetFilter, k: int,
                  trace: Trace) -> None:
         self.tx, self.lists, self.acc, self.fl, self.k, self.trace = tx, lists, acc, fl, k, trace
         self.keep = fl.passes if fl.checks or fl.allowed is not None else None
@@ -446,7 +354,8 @@ class _TopK:
         else:
             self.trace.probes += len(wanted)
             with self.tx.txn.cursor(db=self.tx.db(terms.DOC_POSTINGS)) as cur:
-                found = [(hi << 32 | lo, tf, length) for hi, lo, tf, length in _probe(cur, lst.key, sorted(wanted))]
+                found = [(hi << 32 | lo, tf, length)
+                         for hi, lo, tf, length in _probe(cur, lst.key, sorted(wanted))]
         for docno, tf, length in found:
             if docno in wanted:
                 sums[docno] = sums.get(docno, 0.0) + w * tf / (tf + c + d * length)
@@ -474,9 +383,10 @@ def _read_block(lst: _List, acc: _Accumulator, keep) -> int:
 
 
 # ------------------------------------------------------------------ ranking
-def _rank(acc: _Accumulator, candidates: list[int], fl: _Filter, limit: int) -> list[Hit]:
+def _rank(acc: _Accumulator, candidates: list[int], fl: terms.FacetFilter, limit: int) -> list[Hit]:
     """The best ``limit`` candidates that pass the filter, ties settled by SPEC's
-    rule: importance, then newer, then message id."""
+    rule: higher importance, then newer timestamp, then message id — the larger
+    first, since ULIDs are monotonic: still the newer within one millisecond."""
     scored = [(_reported(acc.score(d)), d) for d in candidates]
     m = 2 * limit + 8
     while True:
@@ -484,11 +394,11 @@ def _rank(acc: _Accumulator, candidates: list[int], fl: _Filter, limit: int) -> 
         if complete or m >= len(scored):
             break
         m *= 4
-    hits.sort(key=lambda h: (-h.score, -h.doc.importance, -h.doc.timestamp, h.doc.message_id))
+    hits.sort(key=lambda h: (h.score, h.doc.importance, h.doc.timestamp, h.doc.message_id), reverse=True)
     return hits[:limit]
 
 
-def _take(ordered, acc: _Accumulator, fl: _Filter, limit: int) -> tuple[list[Hit], bool]:
+def _take(ordered, acc: _Accumulator, fl: terms.FacetFilter, limit: int) -> tuple[list[Hit], bool]:
     """Passing hits in score order; True when a lower score closed the list."""
     hits: list[Hit] = []
     for score, docno in ordered:

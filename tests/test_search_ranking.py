@@ -163,11 +163,11 @@ def test_equal_scores_and_importance_go_newest_first(ticking):
     assert ids(ticking, "identical") == [third, second, first]
 
 
-def test_equal_scores_importance_and_time_go_by_message_id(store_path):
+def test_equal_scores_importance_and_time_go_by_message_id_newest_first(store_path):
     svc = MemoryService(store_path, clock=lambda: 1_720_000_000_000)
     try:
         written = [write(svc, "identical text") for _ in range(3)]
-        assert ids(svc, "identical") == sorted(written)
+        assert ids(svc, "identical") == sorted(written, reverse=True) == written[::-1]
     finally:
         svc.close()
 

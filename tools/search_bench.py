@@ -259,7 +259,7 @@ def chart(results: dict[str, dict[str, dict]], path: str) -> None:
     metrics = [("locomo", "recall@5"), ("locomo", "recall@10"), ("locomo", "mrr@10"),
                ("jsquad", "recall@1"), ("jsquad", "recall@5")]
     systems = list(results)
-    fig, ax = plt.subplots(figsize=(8, 3.6), dpi=110)
+    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=110)
     width = 0.8 / len(systems)
     for i, system in enumerate(systems):
         values = [results[system].get(ds, {}).get(m, 0.0) for ds, m in metrics]
@@ -270,7 +270,7 @@ def chart(results: dict[str, dict[str, dict]], path: str) -> None:
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("score")
     ax.set_title("search_messages vs SQLite FTS5 (dev split, limit 10)", fontsize=9)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
