@@ -9,6 +9,7 @@ Decoding upcasts old schema versions (none yet: every event is version 1).
 from __future__ import annotations
 
 import struct
+import zlib
 
 import cbor2
 
@@ -17,6 +18,7 @@ from .events import Event, Message, MessageDeleted, MessageUpdated, MessageWritt
 from .ids import to_bytes, to_str
 
 _SEQ = struct.Struct(">Q")
+_CRC = struct.Struct(">I")
 
 
 def seq_key(seq: int) -> bytes:
@@ -42,8 +44,24 @@ def metadata_to_list(meta: Metadata) -> list:
             [to_bytes(m) for m in meta.source_message_ids]]
 
 
+def _check(ok: bool) -> None:
+    if not ok:
+        raise CorruptStoreError("a stored record has a field of the wrong type")
+
+
+def _str_or_none(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
 def metadata_from_list(raw: list) -> Metadata:
+    """Decode stored metadata, checking every field's type (never trust the bytes)."""
     tags, tier, kind, importance, tool_call_id, summary, rels, sources = raw
+    _check(isinstance(tags, list) and all(isinstance(t, str) for t in tags)
+           and isinstance(tier, str) and isinstance(kind, str) and type(importance) is int
+           and _str_or_none(tool_call_id) and _str_or_none(summary)
+           and isinstance(rels, list) and all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
+                                              and isinstance(r[1], bytes) for r in rels)
+           and isinstance(sources, list) and all(isinstance(m, bytes) for m in sources))
     return Metadata(tuple(tags), tier, kind, importance, tool_call_id, summary,
                     tuple((t, to_str(m)) for t, m in rels),
                     tuple(to_str(m) for m in sources))
@@ -56,6 +74,8 @@ def _message_to_list(msg: Message) -> list:
 
 def _message_from_list(raw: list) -> Message:
     mid, session, role, content, ts, upd, rev, meta = raw
+    _check(isinstance(mid, bytes) and isinstance(session, str) and isinstance(role, str)
+           and isinstance(content, str) and type(ts) is int and type(upd) is int and type(rev) is int)
     return Message(to_str(mid), session, role, content, ts, upd, rev, metadata_from_list(meta))
 
 
@@ -69,19 +89,27 @@ def encode_event(event: Event) -> bytes:
         payload = [to_bytes(event.message_id)]
     else:
         raise TypeError(f"not an event: {type(event).__name__}")
-    return dumps([event.TYPE, event.VERSION, payload])
+    body = dumps([event.TYPE, event.VERSION, payload])
+    return _CRC.pack(zlib.crc32(body)) + body
 
 
 def decode_event(raw: bytes) -> Event:
-    """Decode one stored event; anything malformed is ``CORRUPT_STORE``."""
+    """Decode one stored event; anything malformed is ``CORRUPT_STORE``.
+
+    Every event starts with the CRC-32 of its CBOR body, so a changed byte is
+    reported instead of served.
+    """
+    if len(raw) < _CRC.size or _CRC.unpack_from(raw)[0] != zlib.crc32(memoryview(raw)[_CRC.size:]):
+        raise CorruptStoreError("an event in the log failed its checksum")
     try:
-        tag, version, payload = loads(raw)
+        tag, version, payload = loads(bytes(memoryview(raw)[_CRC.size:]))
         if version != 1:
             raise ValueError("unknown schema version")
         if tag == MessageWritten.TYPE:
             return MessageWritten(_message_from_list(payload))
         if tag == MessageUpdated.TYPE:
             mid, rev, upd, content, meta = payload
+            _check(isinstance(mid, bytes) and type(rev) is int and type(upd) is int and _str_or_none(content))
             return MessageUpdated(to_str(mid), rev, upd, content, metadata_from_list(meta))
         if tag == MessageDeleted.TYPE:
             return MessageDeleted(to_str(payload[0]))

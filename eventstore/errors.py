@@ -80,12 +80,24 @@ def _table() -> tuple:
     )
 
 
+_DISK_WORDS = ("No space left", "Input/output error", "File too large", "quota exceeded")
+
+
+def _lmdb_disk_failure(exc: BaseException) -> bool:
+    """A plain ``lmdb.Error`` carrying the OS's words for a refused write
+    (LMDB reports a short write on a full disk as EIO)."""
+    import lmdb
+    return type(exc) is lmdb.Error and any(w in str(exc) for w in _DISK_WORDS)
+
+
 def translate(exc: BaseException, action: str) -> ConvMemError:
     """Map a foreign exception raised while doing ``action`` to our tree."""
     if isinstance(exc, ConvMemError):
         return exc
     if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
         return StoreIOError(f"{action}: the disk is full or refused the write")
+    if _lmdb_disk_failure(exc):
+        return StoreIOError(f"{action}: the disk is full or refused the write ({exc})")
     if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
         return InternalError(f"{action}: out of memory")
     for classes, ours, what in _table():

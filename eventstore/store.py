@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Protocol
 
+import cbor2
 import lmdb
 
 from . import codec, ids
@@ -140,8 +141,12 @@ class EventStore:
     """An open store directory.  Close it (or use ``with``) before reopening."""
 
     def __init__(self, path: str, projector: Projector, *, clock: Callable[[], int] = _system_clock,
-                 rng: random.Random | None = None, map_size: int = _INITIAL_MAP) -> None:
+                 rng: random.Random | None = None, map_size: int = _INITIAL_MAP,
+                 repair: bool = False) -> None:
+        """``repair=True`` (the replay tool) opens a store whose read models are
+        ahead of its log, to rebuild them, instead of refusing it."""
         self._setup(path, projector, clock, rng or random.SystemRandom(), map_size)
+        self._repair = repair
         self._open()
 
     def _setup(self, path, projector, clock, rng, map_size) -> None:
@@ -150,6 +155,7 @@ class EventStore:
         self.clock = clock
         self.rng = rng
         self.recovered_tail = False
+        self._repair = False
         self._map_size = map_size
         self._env: lmdb.Environment | None = None
         self._dbs: dict[str, object] = {}
@@ -213,12 +219,12 @@ class EventStore:
                 self._check_newest_event(tx)
                 watermark = _get_int(tx.txn, meta, b"watermark", 0)
                 schema = _get_int(tx.txn, meta, b"schema_version", 0)
-                if watermark > last:
+                if watermark > last and not self._repair:
                     raise CorruptStoreError("projection watermark is ahead of the event log; "
                                             "run `convmem replay` to rebuild the read models")
         if fresh:
             self._run(self._initialize, "creating the store")
-        elif schema != self.projector.schema_version:
+        elif schema != self.projector.schema_version or watermark > last:
             self.rebuild_projections()
             self.recovered_tail = True
         elif watermark < last:
@@ -238,7 +244,12 @@ class EventStore:
     def read(self) -> Iterator[Tx]:
         """A short read transaction (adopts a map grown by another process)."""
         with self._transaction(write=False) as txn:
-            yield Tx(txn, self._dbs)
+            try:
+                yield Tx(txn, self._dbs)
+            except ConvMemError:
+                raise
+            except (lmdb.Error, OSError, cbor2.CBORDecodeError) as exc:
+                raise translate(exc, "reading the store") from exc
 
     @contextlib.contextmanager
     def _transaction(self, write: bool) -> Iterator[lmdb.Transaction]:
@@ -262,6 +273,11 @@ class EventStore:
                 return self._env.begin(write=write)
             except lmdb.MapResizedError:
                 self._guard.leave()
+            except lmdb.ReadersFullError:
+                self._guard.leave()
+                if self._env.reader_check() == 0:      # no dead process's slot to reclaim
+                    raise StoreIOError("too many processes or threads have the store open at once")
+                continue
             except BaseException:
                 self._guard.leave()
                 raise

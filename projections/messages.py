@@ -46,6 +46,9 @@ def _encode(s: State) -> bytes:
 def _decode(message_id: str, raw: bytes) -> State:
     try:
         d, c, sess, role, ts, upd, rev, meta, nbytes, lb, dc = codec.loads(raw)
+        if not (all(type(n) is int for n in (d, c, ts, upd, rev, nbytes, lb))
+                and isinstance(sess, str) and isinstance(role, str) and isinstance(dc, bool)):
+            raise TypeError("wrong field types")
         return State(message_id, d, c, sess, role, ts, upd, rev,
                      codec.metadata_from_list(meta), nbytes, lb, dc)
     except Exception as exc:
@@ -91,7 +94,10 @@ def content(tx: Tx, state: State) -> str:
     return text
 
 
-def load(tx: Tx, state: State) -> Message:
+def load(tx: Tx, state: State | None) -> Message:
+    """The whole message; ``state`` None means an index pointed at a missing record."""
+    if state is None:
+        raise CorruptStoreError("an index lists a message whose record is missing")
     return Message(state.message_id, state.session_id, state.role, content(tx, state),
                    state.timestamp, state.updated_at, state.revision, state.metadata)
 

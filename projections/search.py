@@ -20,13 +20,13 @@ and stops as soon as no unseen document — not even one holding the best
 unread posting of every list — could reach the k-th best score found so far.
 Candidates that could still reach it get their unread terms by random access
 to the document-ordered lists (or by finishing a list when that is cheaper).
-That is the exact top k.  When even that would read more than
-``READ_BUDGET`` postings, the read stops there and the best
-``COMPLETE_MAX`` candidates are completed (anytime ranking: the heads of the
-lists hold the postings that matter most), so a common word never costs its
-whole list.  A selective filter (session, tags, kinds, tiers, min_importance:
-whichever facet list is shortest) instead walks the lists against the
-filter's set of documents, exactly.  Search only reads.
+That is the exact top k, ties included.  Should that need more than
+``READ_BUDGET`` postings read or ``COMPLETE_MAX`` candidates completed, the
+best-bounded ones are taken (anytime ranking: the heads of the lists hold the
+postings that matter most; :class:`Trace` says when), so a common word never
+costs its whole list.  Filters come from :class:`terms.FacetFilter`: a
+selective one walks the lists against its set of documents, exactly; any
+other is checked per candidate while reading.  Search only reads.
 """
 
 from __future__ import annotations

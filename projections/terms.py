@@ -21,7 +21,8 @@ that created the message in this log; ``field`` = 0 content, 1 summary, 2 tags):
 * ``facets`` (dupsort, dupfixed 6): one list of docnos per filter value —
   ``s`` + session id, ``k`` + kind, ``t`` + tier, ``i`` + importance,
   ``g`` + tag — so a selective filter is answered from an index, and the
-  size of each list (``count``) tells the ranker how selective it is.
+  size of each list (``count``) tells the ranker how selective it is
+  (:class:`FacetFilter`).
 
 Field lengths and counts live in ``stats`` (``len_*``, ``n_*``).  Indexing is
 a deterministic function of the message: replay rebuilds the same bytes.

@@ -22,11 +22,15 @@ each chunk gives terms:
   dropped; a katakana word of four or more characters loses a final ``ー``
   (``サーバー`` = ``サーバ``, as Lucene's Japanese katakana stemmer does).
 
+A path, URL or namespaced name also gives each segment between ``/ : \\ @ + #``
+whole (``Error:ERR_CONN_RESET`` gives ``err_conn_reset``).
+
 Queries use the same cutting, with a weight per term (:func:`query_terms`):
 stopwords (the Snowball English list) are dropped unless nothing else is
-left; a query bigram weighs ``GRAM_WEIGHT`` because neighbouring bigrams share
-a character (a run of n characters counts about like n/2 words), and unigrams
-are asked only for a lone character; identifier parts weigh ``PART_WEIGHT``.
+left; identifier parts and segments weigh ``PART_WEIGHT``; in an unsegmented
+run every bigram and every character weighs ``GRAM_WEIGHT`` (neighbouring
+bigrams share a character, so a run of n characters counts about like n/2
+words), and a run of one character is asked whole.
 
 Terms longer than ``MAX_TERM_BYTES`` are replaced by a hash, keeping LMDB keys
 well under 511 bytes.
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import unicodedata
 from functools import lru_cache
 from typing import Iterator
@@ -67,8 +72,8 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _HYPHENATED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
 _KATAKANA_LONG = re.compile(r"(?<=[\u30a1-\u30fa\u30fc-\u30ff]{3})ー(?![\u30a1-\u30fa\u30fc-\u30ff])")
 _STEMMABLE = re.compile(r"[a-z']+")
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "・": None})
-_STEMMER = Stemmer.Stemmer("english")
+_TRANSLATE = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "・": None})
+_LOCAL = threading.local()              # PyStemmer objects are not thread-safe
 
 # The Snowball English stopword list (snowballstem.org), plus can/will/just.
 STOPWORDS = frozenset("""
@@ -87,7 +92,7 @@ few more most other some such no nor not only own same so than too very can will
 
 # Roles of a term within a query (the index treats every term alike).
 WORD, STOP, WHOLE, PART, GRAM, UNIGRAM, CHAR = "word", "stop", "whole", "part", "gram", "unigram", "char"
-CHAR_WEIGHT = GRAM_WEIGHT
+CHAR_WEIGHT = GRAM_WEIGHT     # a character of a longer run: the usual unigram + bigram mixture
 _QUERY_WEIGHT = {WORD: 1.0, WHOLE: 1.0, PART: PART_WEIGHT, GRAM: GRAM_WEIGHT, UNIGRAM: 1.0, CHAR: CHAR_WEIGHT}
 
 
@@ -105,9 +110,12 @@ def bounded(term: str) -> str:
 
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    if _STEMMABLE.fullmatch(word):
-        return bounded(_STEMMER.stemWord(word))
-    return bounded(word)
+    if not _STEMMABLE.fullmatch(word):
+        return bounded(word)
+    stemmer = getattr(_LOCAL, "stemmer", None)
+    if stemmer is None:
+        stemmer = _LOCAL.stemmer = Stemmer.Stemmer("english")
+    return bounded(stemmer.stemWord(word))
 
 
 def _parts(chunk: str) -> list[str]:
@@ -156,7 +164,7 @@ def _run(chunk: str) -> Iterator[tuple[str, str]]:
 
 def _chunks(text: str) -> Iterator[tuple[str, bool]]:
     """(chunk, is an unsegmented run) for each chunk of ``text``."""
-    text = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+    text = unicodedata.normalize("NFKC", text).translate(_TRANSLATE)
     for m in _CHUNK.finditer(text):
         yield m.group(), m.lastgroup == "run"
 
@@ -173,7 +181,7 @@ def query_terms(text: str) -> dict[str, float]:
     """The query's terms with their weights (repeats add up).
 
     Stopwords are dropped unless the query has nothing else; an unsegmented
-    run is asked by its bigrams, or by its character when it has only one.
+    run is asked by its bigrams and characters, a one-character run whole.
     """
     tagged: list[tuple[str, str]] = []
     for chunk, is_run in _chunks(text):
@@ -188,7 +196,5 @@ def query_terms(text: str) -> dict[str, float]:
     kept = [(t, r) for t, r in tagged if r != STOP] or [(t, WORD) for t, _ in tagged]
     out: dict[str, float] = {}
     for term, role in kept:
-        if _QUERY_WEIGHT[role] <= 0:
-            continue
         out[term] = out.get(term, 0.0) + _QUERY_WEIGHT[role]
     return out

@@ -36,6 +36,8 @@ def decode(secret: bytes, cursor: object, view: str, scope: str) -> str:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     except (binascii.Error, ValueError):
         raise bad from None
+    if base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=") != cursor:
+        raise bad                    # unused trailing bits: only the canonical spelling counts
     body, mac = raw[:-_MAC], raw[-_MAC:]
     if len(raw) <= _MAC or not hmac.compare_digest(mac, hmac.new(secret, body, hashlib.sha256).digest()[:_MAC]):
         raise bad

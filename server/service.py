@@ -9,6 +9,7 @@ storage failure (``last_error``) for health until a later write succeeds.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import replace
@@ -93,8 +94,16 @@ class MemoryService:
         return state
 
     # ---------------------------------------------------------------- reads
-    def _read(self):
-        return _Reading(self)
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Tx]:
+        """Shared lock + one short read transaction; storage failures are remembered."""
+        with self._lock.shared():
+            try:
+                with self.store.read() as tx:
+                    yield tx
+            except (StoreIOError, CorruptStoreError) as exc:
+                self.last_error = exc.message
+                raise
 
     def history(self, session_id: str, limit: int, cursor: str | None) -> dict:
         with self._read() as tx:
@@ -250,29 +259,6 @@ class MemoryService:
                 "io": self.store.io_counters(tx.txn), "recovered_tail": self.store.recovered_tail,
                 "snapshot_valid": self.store.watermark(tx) == last, "last_error": self.last_error}
         return report
-
-
-class _Reading:
-    """Shared lock + one short read transaction, with errors remembered."""
-
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
-
-    def __enter__(self) -> Tx:
-        self._shared = self.service._lock.shared()
-        self._shared.__enter__()
-        try:
-            self._ctx = self.service.store.read()
-            return self._ctx.__enter__()
-        except BaseException:
-            self._shared.__exit__(None, None, None)
-            raise
-
-    def __exit__(self, *exc) -> None:
-        try:
-            self._ctx.__exit__(*exc)
-        finally:
-            self._shared.__exit__(*exc)
 
 
 class _ContextWalk:

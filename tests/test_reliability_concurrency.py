@@ -97,10 +97,6 @@ def test_readers_killed_mid_read_leave_no_slot_that_stops_the_next_process(store
         service.close()
 
 
-@pytest.mark.xfail(strict=True, reason="reader_check() runs only when a store is opened: a long-running server "
-                                       "never reclaims the reader slots of processes killed since, and once they "
-                                       "fill the table every further concurrent read raises lmdb.ReadersFullError "
-                                       "(untranslated: INTERNAL_ERROR through MCP) until the server restarts")
 def test_a_running_server_keeps_reading_after_killed_processes_filled_the_reader_table(store_path):
     fill(store_path)
     service = MemoryService(store_path)

@@ -161,9 +161,6 @@ async def test_a_projection_watermark_ahead_of_the_log_is_refused_with_corrupt_s
     assert_cli_refuses(store_path, "health")
 
 
-@pytest.mark.xfail(strict=True, reason="the CORRUPT_STORE message for a watermark ahead of the log says "
-                                       "'run `convmem replay`', but replay opens the store through the same "
-                                       "check and refuses with the same error: the advertised repair cannot run")
 def test_convmem_replay_repairs_a_store_whose_watermark_is_ahead_of_the_log(store_path):
     made = make_store(store_path)
     put_raw(store_path, b"meta", b"watermark", (99).to_bytes(8, "big"))
@@ -205,8 +202,6 @@ async def test_an_undecodable_event_inside_the_log_answers_corrupt_store_whereve
         assert done.returncode == 2 and "CORRUPT_STORE" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="a read that meets a corrupt event answers CORRUPT_STORE but does not "
-                                       "set last_error: get_system_health keeps saying status OK")
 @pytest.mark.anyio
 async def test_health_turns_degraded_once_a_read_meets_a_corrupt_event(store_path):
     made = make_store(store_path)
@@ -219,9 +214,6 @@ async def test_health_turns_degraded_once_a_read_meets_a_corrupt_event(store_pat
     assert "event" in health["last_error"]
 
 
-@pytest.mark.xfail(strict=True, reason="a history/docs entry whose `messages` record is gone makes "
-                                       "messages.load(tx, None) raise AttributeError: INTERNAL_ERROR, "
-                                       "not CORRUPT_STORE")
 @pytest.mark.anyio
 async def test_a_listed_message_whose_record_is_missing_answers_corrupt_store(store_path):
     made = make_store(store_path)
@@ -232,9 +224,6 @@ async def test_a_listed_message_whose_record_is_missing_answers_corrupt_store(st
             assert is_error and out["error"]["code"] == "CORRUPT_STORE", (name, out)
 
 
-@pytest.mark.xfail(strict=True, reason="a `messages` record is decoded by shape only, not field types: a tag "
-                                       "stored as a CBOR byte string reaches json.dumps and raises TypeError: "
-                                       "INTERNAL_ERROR, not CORRUPT_STORE")
 @pytest.mark.anyio
 async def test_a_message_record_with_a_wrongly_typed_field_answers_corrupt_store(store_path):
     made = make_store(store_path)
@@ -250,9 +239,6 @@ async def test_a_message_record_with_a_wrongly_typed_field_answers_corrupt_store
             assert is_error and out["error"]["code"] == "CORRUPT_STORE", (args, out)
 
 
-@pytest.mark.xfail(strict=True, reason="reads do not translate CBOR decode errors: a damaged `stats` record "
-                                       "makes get_system_health and search_messages answer INTERNAL_ERROR "
-                                       "(a write on the same store answers CORRUPT_STORE)")
 @pytest.mark.anyio
 async def test_a_damaged_stats_record_answers_corrupt_store_even_from_health(store_path):
     make_store(store_path)
@@ -263,9 +249,6 @@ async def test_a_damaged_stats_record_answers_corrupt_store_even_from_health(sto
             assert is_error and out["error"]["code"] == "CORRUPT_STORE", (name, out)
 
 
-@pytest.mark.xfail(strict=True, reason="lmdb.CorruptedError (MDB_CORRUPTED, 'Located page was wrong type') "
-                                       "raised inside a read transaction is not translated: INTERNAL_ERROR, "
-                                       "not CORRUPT_STORE")
 def test_a_page_of_the_wrong_type_answers_corrupt_store_when_read(store_path):
     made = make_store(store_path, n=30, filler=200)     # the newest event is far from the damaged page
     data_file = Path(store_path) / "data.mdb"
@@ -282,8 +265,6 @@ def test_a_page_of_the_wrong_type_answers_corrupt_store_when_read(store_path):
         assert answer.get("error") == "CORRUPT_STORE", answer
 
 
-@pytest.mark.xfail(strict=True, reason="events carry no checksum: a changed letter inside a stored message "
-                                       "still decodes, and the altered text is served as if it were right")
 def test_a_changed_letter_inside_a_stored_message_is_reported_not_served(store_path):
     made = make_store(store_path, n=30, filler=200)
     data_file = Path(store_path) / "data.mdb"
@@ -327,10 +308,6 @@ async def test_damaged_read_models_are_found_by_verify_and_repaired_by_convmem_r
     assert len(healthy[json.dumps({"session_id": "s0"})][1]["history"]) == len([m for m in made if m[1] == "s0"])
 
 
-@pytest.mark.xfail(strict=True, reason="tools/replay.py --verify makes its scratch copy with "
-                                       "env.copy(compact=True), and py-lmdb 3.0's compacting copy segfaults "
-                                       "(SIGSEGV) on a dupsort+dupfixed key with a few hundred duplicates, i.e. on "
-                                       "the postings of any word found in a few hundred messages")
 def test_replay_verify_checks_a_store_where_one_word_is_in_four_hundred_messages(store_path):
     svc = MemoryService(store_path)
     try:

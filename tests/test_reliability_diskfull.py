@@ -257,8 +257,6 @@ def test_rebuild_index_on_a_full_filesystem_answers_io_error_instead_of_crashing
     assert done.stdout.startswith(("IO_ERROR", "rebuilt"))
 
 
-@pytest.mark.xfail(strict=True, reason="a short write on a full disk (LMDB reports EIO) or EFBIG is translated "
-                                       "to the vague 'storage error (Error)': last_error does not name the cause")
 def test_last_error_names_the_full_disk_as_the_reason(full_disk_figures):
     reason = full_disk_figures["reason"].lower()
     assert any(word in reason for word in ("full", "space", "file too large", "input/output")), reason
