@@ -394,9 +394,24 @@ class EventStore:
         def rebuild(w: WriteTx) -> int:
             for name in self.projector.db_specs:
                 w.txn.drop(w.db(name), delete=False)
+            self._drop_obsolete(w)
             _put_int(w.txn, w.db("meta"), b"schema_version", self.projector.schema_version)
             return self._replay_into(w, 1, progress)
         return self._run(rebuild, "rebuilding the read models")
+
+    def _drop_obsolete(self, w: WriteTx) -> None:
+        """Delete sub-databases an older projection schema left behind (they may
+        hold text of deleted messages, e.g. a former tag index)."""
+        with w.txn.cursor() as cur:
+            names = [k.decode("utf-8", "replace") for k in cur.iternext(values=False)]
+        for name in set(names) - set(self._dbs):
+            for flags in ({}, {"dupsort": True}, {"dupsort": True, "dupfixed": True}):
+                try:
+                    handle = self._env.open_db(name.encode(), txn=w.txn, create=False, **flags)
+                except lmdb.IncompatibleError:
+                    continue
+                w.txn.drop(handle, delete=True)
+                break
 
     def _replay_into(self, w: WriteTx, start: int, progress=None) -> int:
         """Apply the log from ``start`` on; the watermark ends at the last sequence.

@@ -112,3 +112,31 @@ def test_replay_of_a_store_with_few_events_leaves_the_projections_valid(store_pa
         assert report["snapshot_valid"] is True and report["active_messages"] == events
     finally:
         svc.close()
+
+
+def test_a_schema_upgrade_drops_sub_databases_the_old_schema_left_behind(tmp_path):
+    import lmdb
+
+    from eventstore.events import Metadata
+    from server.service import MemoryService
+
+    path = str(tmp_path / "store")
+    svc = MemoryService(path)
+    svc.write_message("s", "user", "hello", Metadata(tags=("private-tag",)))
+    svc.close()
+    env = lmdb.open(path, max_dbs=40)
+    with env.begin(write=True) as txn:
+        old = env.open_db(b"tag_index", txn=txn, dupsort=True, dupfixed=True)
+        txn.put(b"private-tag", bytes(6), db=old)
+        txn.put(b"schema_version", (1).to_bytes(8, "big"), db=env.open_db(b"meta", txn=txn))
+    env.close()
+
+    svc = MemoryService(path)
+    assert svc.health()["recovered_tail"] is True
+    svc.close()
+    env = lmdb.open(path, max_dbs=40)
+    with env.begin() as txn:
+        names = [k for k, _ in txn.cursor()]
+    env.close()
+    assert b"tag_index" not in names
+    assert b"postings" in names

@@ -17,21 +17,25 @@ def test_evidence_strings_are_cleaned():
 
 
 def _data(tmp_path):
-    conversation = {
-        "speaker_a": "Ann", "speaker_b": "Bo",
-        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a grey cat named Miso"},
-                      {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely! I went hiking in the Alps"}],
-        "session_2": [{"speaker": "Ann", "dia_id": "D2:01", "text": "Miso knocked over my paint"}]}
-    qa = [{"question": "What is the name of Ann's cat?", "answer": "Miso", "evidence": ["D1:1"], "category": 1},
-          {"question": "Where did Bo go hiking?", "answer": "Alps", "evidence": ["D1:2; D7:7"], "category": 2},
-          {"question": "What did the cat knock over?", "answer": "paint", "evidence": ["D2:1"], "category": 4},
-          {"question": "Adversarial", "answer": "", "evidence": ["D1:1"], "category": 5},
-          {"question": "Nothing known", "answer": "", "evidence": ["D5:5"], "category": 1}]
-    (tmp_path / "locomo-dev.json").write_text(json.dumps([{"sample_id": "conv-x", "conversation": conversation,
-                                                           "qa": qa}]), encoding="utf-8")
-    jsquad = {"data": [{"paragraphs": [
-        {"context": "猫 [SEP] 猫は小型の肉食動物である。", "qas": [{"question": "猫は何の動物か"}]},
-        {"context": "富士山 [SEP] 富士山は日本一高い山である。", "qas": [{"question": "日本一高い山は"}]}]}]}
+    def turn(speaker, dia_id, text):
+        return {"speaker": speaker, "dia_id": dia_id, "text": text}
+
+    def qa(question, evidence, category):
+        return {"question": question, "answer": "", "evidence": evidence, "category": category}
+    conversation = {"speaker_a": "Ann", "speaker_b": "Bo",
+                    "session_1": [turn("Ann", "D1:1", "I adopted a grey cat named Miso"),
+                                  turn("Bo", "D1:2", "Lovely! I went hiking in the Alps")],
+                    "session_2": [turn("Ann", "D2:01", "Miso knocked over my paint")]}
+    questions = [qa("What is the name of Ann's cat?", ["D1:1"], 1),
+                 qa("Where did Bo go hiking?", ["D1:2; D7:7"], 2),
+                 qa("What did the cat knock over?", ["D2:1"], 4),
+                 qa("Adversarial", ["D1:1"], 5),
+                 qa("Nothing known", ["D5:5"], 1)]
+    locomo = [{"sample_id": "conv-x", "conversation": conversation, "qa": questions}]
+    (tmp_path / "locomo-dev.json").write_text(json.dumps(locomo), encoding="utf-8")
+    paragraphs = [{"context": "猫 [SEP] 猫は小型の肉食動物である。", "qas": [{"question": "猫は何の動物か"}]},
+                  {"context": "富士山 [SEP] 富士山は日本一高い山である。", "qas": [{"question": "日本一高い山は"}]}]
+    jsquad = {"data": [{"paragraphs": paragraphs}]}
     (tmp_path / "jsquad-dev.json").write_text(json.dumps(jsquad, ensure_ascii=False), encoding="utf-8")
     return tmp_path
 

@@ -20,7 +20,7 @@ A last pass records what evaluation did per query (lists, postings read,
 random probes, share of exact top-10s; see ``projections.search.Trace``).
 
 **How the store is built.**  100,000 ``write_message`` calls would each wait
-for their own fsync (about a minute).  The build instead runs in a child
+for their own fsync (minutes).  The build instead runs in a child
 process and calls ``store.execute`` once per batch of ``BATCH`` messages,
 appending one ``MessageWritten`` per message exactly as
 ``MemoryService.write_message`` builds it (id and clock from the write
@@ -43,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+from itertools import islice
 
 from eventstore.events import KINDS, Message, MessageWritten, Metadata
 
@@ -83,9 +84,9 @@ def build(path: str, data: str, total: int) -> dict:
     start = time.perf_counter()
     service = MemoryService(path)
     try:
-        pending = list(_messages(turns, total))
+        messages = _messages(turns, total)
         for first in range(0, total, BATCH):
-            batch = pending[first:first + BATCH]
+            batch = list(islice(messages, BATCH))
 
             def command(w, batch=batch):
                 for session, role, content, meta in batch:
