@@ -24,3 +24,15 @@ def service(store_path):
         yield svc
     finally:
         svc.close()
+
+
+@pytest.fixture
+def svc(store_path):
+    """A service with a reproducible clock and id randomness."""
+    from strategies import open_service
+
+    service = open_service(store_path)
+    try:
+        yield service
+    finally:
+        service.close()

@@ -20,15 +20,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "Quixotically Zanzibarian Flumpet"   # distinctive, mixed case, in deleted text only
 
 
-@pytest.fixture
-def svc(store_path):
-    service = open_service(store_path)
-    try:
-        yield service
-    finally:
-        service.close()
-
-
 def populate(service) -> dict[str, str]:
     ids = {"kept": write(service, "kept message about kafka", tags=("keep",)),
            "updated": write(service, "first draft", summary="draft summary"),

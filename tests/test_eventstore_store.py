@@ -25,15 +25,6 @@ from strategies import open_service, write
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture
-def svc(store_path):
-    service = open_service(store_path)
-    try:
-        yield service
-    finally:
-        service.close()
-
-
 def raw_env(path: str) -> lmdb.Environment:
     """The store's LMDB environment opened directly, to tamper with it."""
     return lmdb.open(path, max_dbs=32, subdir=True)

@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 
 from projections import history
 
-from strategies import open_service, write
-
-
-@pytest.fixture
-def svc(store_path):
-    service = open_service(store_path)
-    try:
-        yield service
-    finally:
-        service.close()
+from strategies import write
 
 
 def ids_after(svc, session, after=None, limit=100):

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 
 from projections import relations
 
-from strategies import open_service, write
+from strategies import write
 
 NOWHERE = "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"
-
-
-@pytest.fixture
-def svc(store_path):
-    service = open_service(store_path)
-    try:
-        yield service
-    finally:
-        service.close()
 
 
 def edges(svc, mid) -> set[tuple[str, str, str]]:

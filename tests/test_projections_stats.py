@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 
 from eventstore.codec import dumps, metadata_to_list
 from eventstore.events import Metadata
 from projections import messages, stats
 
-from strategies import open_service, write
-
-
-@pytest.fixture
-def svc(store_path):
-    service = open_service(store_path)
-    try:
-        yield service
-    finally:
-        service.close()
+from strategies import write
 
 
 def current(svc) -> dict[str, int]:

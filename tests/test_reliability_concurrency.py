@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from eventstore.events import Metadata
 from server.service import MemoryService

@@ -32,18 +32,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import anyio
 
 from tools.crashloop import call, read_everything, read_models_match_replay, replay_verify, served
+from tools._workdir import workdir as store_workdir
 
 SHARED = "shared"
 
@@ -267,7 +264,7 @@ def check_event_log(store: str, report: Report) -> None:
 def run(processes: int = 3, ops: int = 60, seed: int = 1, store: str | None = None) -> Report:
     report = Report(processes=processes, ops_per_process=ops)
     started = time.perf_counter()
-    with _workdir(store) as (store_dir, workdir):
+    with store_workdir(store, "convmem-concurrency-") as (store_dir, workdir):
         anyio.run(_drive, store_dir, workdir, processes, ops, seed, report)
         rc, err = anyio.run(replay_verify, store_dir)
         if rc != 0:
@@ -279,19 +276,6 @@ def run(processes: int = 3, ops: int = 60, seed: int = 1, store: str | None = No
         check_event_log(store_dir, report)
     report.seconds = round(time.perf_counter() - started, 1)
     return report
-
-
-@contextlib.contextmanager
-def _workdir(store: str | None) -> Iterator[tuple[str, str]]:
-    if store is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(store)), exist_ok=True)
-        yield os.path.abspath(store), os.path.dirname(os.path.abspath(store))
-        return
-    tmp = tempfile.mkdtemp(prefix="convmem-concurrency-")
-    try:
-        yield os.path.join(tmp, "store"), tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,18 +39,17 @@ import json
 import os
 import random
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from tools._workdir import workdir as store_workdir
 
 REPO = str(Path(__file__).resolve().parent.parent)
 COMPACT_DIR = "compact.tmp"
@@ -637,7 +636,7 @@ def run(kills: int, seed: int, store: str | None = None, lanes: int = 2, verify_
         seed_messages: int = 120, modes: tuple[str, ...] | None = None, until_compaction_kill: int = 0,
         large_share: float = 0.25, progress=None) -> Report:
     """Run a crash loop (in a temporary directory unless ``store`` is given)."""
-    with _workdir(store) as (store_dir, workdir):
+    with store_workdir(store, "convmem-crashloop-") as (store_dir, workdir):
         loop = CrashLoop(store_dir, workdir, seed, lanes=lanes, verify_every=verify_every,
                          large_share=large_share, progress=progress)
 
@@ -645,19 +644,6 @@ def run(kills: int, seed: int, store: str | None = None, lanes: int = 2, verify_
             await loop.seed_store(seed_messages)
             return await loop.run(kills, modes, until_compaction_kill)
         return anyio.run(main)
-
-
-@contextlib.contextmanager
-def _workdir(store: str | None) -> Iterator[tuple[str, str]]:
-    if store is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(store)) or ".", exist_ok=True)
-        yield os.path.abspath(store), os.path.dirname(os.path.abspath(store))
-        return
-    tmp = tempfile.mkdtemp(prefix="convmem-crashloop-")
-    try:
-        yield os.path.join(tmp, "store"), tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,24 @@
+"""The store directory a long-running tool works in."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def workdir(store: str | None, prefix: str) -> Iterator[tuple[str, str]]:
+    """(store path, its parent): the given store, kept; or a temp one, removed after."""
+    if store is not None:
+        parent = os.path.dirname(os.path.abspath(store)) or "."
+        os.makedirs(parent, exist_ok=True)
+        yield os.path.abspath(store), parent
+        return
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield os.path.join(tmp, "store"), tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
