@@ -154,20 +154,21 @@ def doc(tx: Tx, docno: int) -> Doc | None:
 def _apply(tx: Tx, docno: int, msg: Message, sign: int) -> None:
     """Index (sign=+1) or unindex (sign=-1) one message version."""
     txn, dk = tx.txn, docno_key(docno)
-    put = (lambda k, v, db: txn.put(k, v, db=db, dupdata=True)) if sign > 0 else \
-        (lambda k, v, db: txn.delete(k, v, db=db))
+    op = txn.put if sign > 0 else txn.delete
+    postings, doc_postings, exact = tx.db(POSTINGS), tx.db(DOC_POSTINGS), tx.db(EXACT)
     deltas = {}
     for f, texts in enumerate(field_texts(msg)):
-        length, postings = _postings(docno, f, texts)
-        for key, impact, docpost in postings:
-            put(key, impact, tx.db(POSTINGS))
-            put(key, docpost, tx.db(DOC_POSTINGS))
+        length, entries = _postings(docno, f, texts)
+        for key, impact, docpost in entries:
+            op(key, impact, db=postings)
+            op(key, docpost, db=doc_postings)
         for text in dict.fromkeys(texts):
-            put(exact_key(f, text), dk, tx.db(EXACT))
+            op(exact_key(f, text), dk, db=exact)
         deltas[f"len_{FIELDS[f]}"] = sign * length
         deltas[f"n_{FIELDS[f]}"] = sign * (1 if texts else 0)
+    facets = tx.db(FACETS)
     for key in facet_keys(msg):
-        put(key, dk, tx.db(FACETS))
+        op(key, dk, db=facets)
     if sign > 0:
         txn.put(dk, _doc_value(msg), db=tx.db(DOCS))
     else:

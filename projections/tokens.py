@@ -169,11 +169,17 @@ def _chunks(text: str) -> Iterator[tuple[str, bool]]:
         yield m.group(), m.lastgroup == "run"
 
 
+@lru_cache(maxsize=65536)
+def _word_terms(chunk: str) -> tuple[str, ...]:
+    """The index terms of one word chunk (chunks repeat a lot: cached)."""
+    return tuple(term for term, _ in _word(chunk))
+
+
 def terms(text: str) -> list[str]:
     """Every indexable term of ``text``, in order, with repeats."""
     out: list[str] = []
     for chunk, is_run in _chunks(text):
-        out.extend(term for term, _ in (_run(chunk) if is_run else _word(chunk)))
+        out.extend(term for term, _ in _run(chunk)) if is_run else out.extend(_word_terms(chunk))
     return out
 
 
