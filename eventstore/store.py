@@ -32,6 +32,7 @@ import contextlib
 import os
 import random
 import shutil
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Protocol
@@ -248,6 +249,11 @@ class EventStore:
                 yield Tx(txn, self._dbs)
             except ConvMemError:
                 raise
+            except (lmdb.BadTxnError, ValueError, struct.error) as exc:
+                # stored bytes of the wrong shape (a key of the wrong length, a value
+                # that is not UTF-8, a page LMDB cannot use): the store is damaged
+                raise CorruptStoreError("reading the store: a stored record is damaged "
+                                        f"({type(exc).__name__}); run `convmem replay`") from exc
             except (lmdb.Error, OSError, cbor2.CBORDecodeError) as exc:
                 raise translate(exc, "reading the store") from exc
 

@@ -345,3 +345,22 @@ def _find_all(data: bytes | bytearray, needle: bytes) -> list[int]:
 def _ulid_hex(message_id: str) -> str:
     from ulid import ULID
     return bytes(ULID.from_str(message_id)).hex()
+
+
+@pytest.mark.anyio
+async def test_read_model_records_of_the_wrong_shape_answer_corrupt_store(store_path):
+    """Regression (flip trials 0 and 458): a history key of the wrong length and a
+    docs value that is not UTF-8 used to escape as INTERNAL_ERROR."""
+    made = make_store(store_path)
+    mid, session, _content = made[0]
+    put_raw(store_path, b"history", session.encode() + b"\x00" + b"\x01" * 5, b"")
+    docs_key = (1).to_bytes(6, "big")                  # message 0 is event 1
+    value = get_raw(store_path, b"docs", docs_key)
+    put_raw(store_path, b"docs", docs_key, value[:-1] + b"\xff")
+    async with Client(build_server(store_path)) as client:
+        is_error, out = _body(await client.call_tool("read_messages", {"session_id": session}))
+        assert is_error and out["error"]["code"] == "CORRUPT_STORE", out
+        is_error, out = _body(await client.call_tool("search_messages", {"query": "MARKER000END"}))
+        assert is_error and out["error"]["code"] == "CORRUPT_STORE", out
+        _, health = _body(await client.call_tool("get_system_health", {}))
+        assert health["status"] == "DEGRADED" and health["last_error"]
