@@ -72,8 +72,8 @@ def _exposed(store: str) -> bool:
 
 def _health(store: str) -> int:
     if _exposed(store):
-        print(f"convmem: warning: {store} is readable by other users; run chmod -R go-rwx on it",
-              file=sys.stderr)
+        warning = f"convmem: warning: {store} is readable by other users; run chmod -R go-rwx on it"
+        print(warning, file=sys.stderr)
     service = MemoryService(store)
     try:
         report = service.health()
