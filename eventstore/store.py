@@ -366,12 +366,6 @@ class EventStore:
         found = codec.loads(raw) if raw else {}
         return {k: found.get(k, 0) for k in _IO_KEYS}
 
-    def event(self, tx: Tx, seq: int) -> Event:
-        raw = tx.txn.get(codec.seq_key(seq), db=tx.db("events"))
-        if raw is None:
-            raise CorruptStoreError("a read model points at an event missing from the log")
-        return codec.decode_event(raw)
-
     def iter_events(self, tx: Tx, start: int = 1) -> Iterator[tuple[int, Event, int]]:
         with tx.txn.cursor(db=tx.db("events")) as cur:
             if not cur.set_range(codec.seq_key(start)):

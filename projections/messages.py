@@ -102,6 +102,12 @@ def load(tx: Tx, state: State | None) -> Message:
                    state.timestamp, state.updated_at, state.revision, state.metadata)
 
 
+def without_content(state: State) -> Message:
+    """The message with an empty content: for index work that leaves content alone."""
+    return Message(state.message_id, state.session_id, state.role, "", state.timestamp,
+                   state.updated_at, state.revision, state.metadata)
+
+
 def from_written(seq: int, event: MessageWritten, size: int) -> State:
     m = event.message
     return State(m.message_id, seq, seq, m.session_id, m.role, m.timestamp, m.updated_at,

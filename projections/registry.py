@@ -51,9 +51,11 @@ class Projector:
 
     def _updated(self, tx: Tx, seq: int, event: MessageUpdated, size: int) -> None:
         old = self._require(tx, event.message_id)
-        old_msg = messages.load(tx, old)
+        changed = event.content is not None
+        # an unchanged content is neither loaded nor re-indexed (see terms.reindex)
+        old_msg = messages.load(tx, old) if changed else messages.without_content(old)
         new = messages.after_update(old, seq, event, size)
-        new_msg = replace(old_msg, content=event.content if event.content is not None else old_msg.content,
+        new_msg = replace(old_msg, content=event.content if changed else old_msg.content,
                           metadata=event.metadata, revision=event.revision, updated_at=event.updated_at)
         messages.put(tx, new)
         old_kind, new_kind = old.metadata.memory_kind, new.metadata.memory_kind
@@ -61,8 +63,7 @@ class Projector:
             sessions.rekinded(tx, old.session_id, old_kind, new_kind)
         relations.remove(tx, old.message_id, old.metadata)
         relations.add(tx, new.message_id, new.metadata)
-        terms.unindex(tx, old.docno, old_msg)
-        terms.index(tx, old.docno, new_msg)
+        terms.reindex(tx, old.docno, old_msg, new_msg, changed)
         dead = size + (0 if old.dead_counted else old.log_bytes)
         stats.add(tx, updates=1, dead_bytes=dead, body_bytes=new.content_bytes - old.content_bytes,
                   metadata_bytes=_metadata_bytes(new.metadata) - _metadata_bytes(old.metadata))

@@ -151,28 +151,40 @@ def doc(tx: Tx, docno: int) -> Doc | None:
     return Doc(to_str(mid), KINDS[kind], TIERS[tier], imp, ts, raw[_DOC.size:].decode("utf-8"))
 
 
-def _apply(tx: Tx, docno: int, msg: Message, sign: int) -> None:
-    """Index (sign=+1) or unindex (sign=-1) one message version."""
-    txn, dk = tx.txn, docno_key(docno)
-    op = txn.put if sign > 0 else txn.delete
+def _field(tx: Tx, docno: int, f: int, texts: list[str], sign: int, deltas: dict[str, int]) -> None:
+    """Add (sign=+1) or remove (sign=-1) one field's postings and whole-text rows."""
+    op = tx.txn.put if sign > 0 else tx.txn.delete
     postings, doc_postings, exact = tx.db(POSTINGS), tx.db(DOC_POSTINGS), tx.db(EXACT)
-    deltas = {}
-    for f, texts in enumerate(field_texts(msg)):
-        length, entries = _postings(docno, f, texts)
-        for key, impact, docpost in entries:
-            op(key, impact, db=postings)
-            op(key, docpost, db=doc_postings)
-        for text in dict.fromkeys(texts):
-            op(exact_key(f, text), dk, db=exact)
-        deltas[f"len_{FIELDS[f]}"] = sign * length
-        deltas[f"n_{FIELDS[f]}"] = sign * (1 if texts else 0)
-    facets = tx.db(FACETS)
+    length, entries = _postings(docno, f, texts)
+    for key, impact, docpost in entries:
+        op(key, impact, db=postings)
+        op(key, docpost, db=doc_postings)
+    dk = docno_key(docno)
+    for text in dict.fromkeys(texts):
+        op(exact_key(f, text), dk, db=exact)
+    name = FIELDS[f]
+    deltas[f"len_{name}"] = deltas.get(f"len_{name}", 0) + sign * length
+    deltas[f"n_{name}"] = deltas.get(f"n_{name}", 0) + sign * (1 if texts else 0)
+
+
+def _rows(tx: Tx, docno: int, msg: Message, sign: int) -> None:
+    """Add or remove the message's facet entries and its ``docs`` row."""
+    txn, dk = tx.txn, docno_key(docno)
+    op, facets = (txn.put if sign > 0 else txn.delete), tx.db(FACETS)
     for key in facet_keys(msg):
         op(key, dk, db=facets)
     if sign > 0:
         txn.put(dk, _doc_value(msg), db=tx.db(DOCS))
     else:
         txn.delete(dk, db=tx.db(DOCS))
+
+
+def _apply(tx: Tx, docno: int, msg: Message, sign: int) -> None:
+    """Index (sign=+1) or unindex (sign=-1) one message version."""
+    deltas: dict[str, int] = {}
+    for f, texts in enumerate(field_texts(msg)):
+        _field(tx, docno, f, texts, sign, deltas)
+    _rows(tx, docno, msg, sign)
     stats.add(tx, **deltas)
 
 
@@ -182,6 +194,22 @@ def index(tx: Tx, docno: int, msg: Message) -> None:
 
 def unindex(tx: Tx, docno: int, msg: Message) -> None:
     _apply(tx, docno, msg, -1)
+
+
+def reindex(tx: Tx, docno: int, old: Message, new: Message, content_changed: bool) -> None:
+    """Move an updated message's rows from ``old`` to ``new``, touching only the
+    fields that changed: the same bytes as unindex + index, without re-tokenizing
+    an unchanged content (whose text is then not looked at)."""
+    deltas: dict[str, int] = {}
+    for f, (was, now) in enumerate(zip(field_texts(old), field_texts(new))):
+        if (f == 0 and not content_changed) or was == now:
+            continue
+        _field(tx, docno, f, was, -1, deltas)
+        _field(tx, docno, f, now, +1, deltas)
+    _rows(tx, docno, old, -1)
+    _rows(tx, docno, new, +1)
+    if deltas:
+        stats.add(tx, **deltas)
 
 
 class FacetFilter:

@@ -18,6 +18,7 @@ from typing import Iterator
 from eventstore.errors import (ConflictError, ConvMemError, CorruptStoreError, NotFoundError,
                                StoreIOError, ValidationError)
 from eventstore.events import KINDS, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
+from eventstore.ids import to_str
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history, messages, relations, search, sessions, stats, terms
 from projections.registry import Projector
@@ -234,7 +235,7 @@ class MemoryService:
         def events() -> Iterator[MessageWritten]:
             with tx.txn.cursor(db=tx.db(messages.DB)) as cur:
                 for raw_id in cur.iternext(values=False):
-                    state = messages.get_raw_id(tx, raw_id, _id_str(raw_id))
+                    state = messages.get_raw_id(tx, raw_id, to_str(raw_id))
                     yield MessageWritten(messages.load(tx, state))
         return stats.read(tx)["active"], events()
 
@@ -270,12 +271,14 @@ class _ContextWalk:
         self.budget = render.Budget()
         self.truncated = False
 
-    def take(self, message_id: str) -> dict | None:
+    def take(self, message_id: str, wrapper: dict | None = None) -> dict | None:
+        """The message, counted against the cap and the budget (with the relation
+        entry ``wrapper`` around it, when it is one); None when it does not fit."""
         if self.count >= CONTEXT_CAP:
             self.truncated = True
             return None
         item = render.message(messages.load(self.tx, messages.get(self.tx, message_id)))
-        if not self.budget.take(item) and self.count:
+        if not self.budget.take({**wrapper, "message": item} if wrapper else item) and self.count:
             self.truncated = True
             return None
         self.count += 1
@@ -292,20 +295,19 @@ class _ContextWalk:
                     seen.add(other)
                     entry = {"type": rtype, "direction": direction, "depth": level}
                     if messages.get(self.tx, other) is None:
-                        out.append({**entry, "message_id": other, "status": "deleted"})
+                        entry.update(message_id=other, status="deleted")
+                        if not self.budget.take(entry):        # deleted ends count against the budget too
+                            self.truncated = True
+                            return out
+                        out.append(entry)
                         continue
-                    item = self.take(other)
+                    item = self.take(other, wrapper=entry)
                     if item is None:
                         return out
                     out.append({**entry, "message": item})
                     nxt.append(other)
             frontier = nxt
         return out
-
-
-def _id_str(raw: bytes) -> str:
-    from eventstore.ids import to_str
-    return to_str(raw)
 
 
 def _chunk_end(data: bytes, offset: int, limit: int) -> int:

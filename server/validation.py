@@ -18,8 +18,6 @@ from eventstore.ids import is_canonical
 
 MAX_CONTENT = 1 << 20
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-METADATA_FIELDS = ("tool_call_id", "tags", "memory_tier", "memory_kind", "importance",
-                   "summary", "relations", "source_message_ids")
 
 
 def _label(key: object) -> str:

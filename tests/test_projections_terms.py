@@ -1,0 +1,38 @@
+"""The term index follows updates field by field."""
+
+from __future__ import annotations
+
+from eventstore.events import Metadata
+from projections import stats, terms
+from projections.search import Filters
+
+
+def found(service, query: str) -> list[str]:
+    return [r["message_id"] for r in service.search(query, Filters(), 0, 10)["results"]]
+
+
+def postings_of(service, field: int, term: str) -> int:
+    with service.store.read() as tx, tx.txn.cursor(db=tx.db(terms.POSTINGS)) as cur:
+        return cur.count() if cur.set_key(terms.posting_key(field, term)) else 0
+
+
+def test_a_metadata_only_update_moves_tags_and_summary_and_keeps_the_content_indexed_once(service):
+    mid = service.write_message("s", "user", "zebra crossing",
+                                Metadata(tags=("alpha",), summary="first summary"))["message"]["message_id"]
+    with service.store.read() as tx:
+        before = stats.read(tx)
+    service.update_message(mid, None, {"tags": ("beta",), "summary": "second summary"}, None)
+    assert found(service, "zebra") == [mid]
+    assert found(service, "beta") == [mid] and found(service, "alpha") == []
+    assert found(service, "second") == [mid] and found(service, "first") == []
+    assert postings_of(service, 0, "zebra") == 1
+    with service.store.read() as tx:
+        after = stats.read(tx)
+    assert after["len_content"] == before["len_content"] and after["n_summary"] == 1
+
+
+def test_a_content_update_replaces_the_content_postings(service):
+    mid = service.write_message("s", "user", "zebra crossing", Metadata())["message"]["message_id"]
+    service.update_message(mid, "giraffe crossing", {}, None)
+    assert found(service, "giraffe") == [mid] and found(service, "zebra") == []
+    assert postings_of(service, 0, "zebra") == 0 and postings_of(service, 0, "cross") == 1
