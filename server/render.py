@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Callable, Iterable, TypeVar
 
 from eventstore.events import Message
 
+K = TypeVar("K")
 BUDGET = 8 * 1024 * 1024 - 64 * 1024   # room for the envelope around the items
 
 
@@ -46,3 +48,22 @@ class Budget:
             return False
         self.left -= n
         return True
+
+
+def page(keys: Iterable[K], load: Callable[[K], dict], limit: int) -> tuple[list[tuple[K, dict]], bool]:
+    """Up to ``limit`` (key, item) pairs within the budget, and whether more remain.
+
+    Items are loaded one at a time and only when they may still go in the page;
+    the first one always does, whatever its size.
+    """
+    budget, out = Budget(), []
+    for key in keys:
+        if len(out) == limit:
+            return out, True
+        item = load(key)
+        if not budget.take(item):
+            if out:
+                return out, True
+            budget.left = 0
+        out.append((key, item))
+    return out, False

@@ -110,15 +110,9 @@ class MemoryService:
         with self._read() as tx:
             secret = self.store.secret(tx)
             start = cursors.decode(secret, cursor, "history", session_id) if cursor is not None else None
-            budget, page, more = render.Budget(), [], False
-            for mid in history.after(tx, session_id, start, limit + 1):
-                item = render.message(messages.load(tx, messages.get(tx, mid)))
-                if len(page) == limit or (page and not budget.take(item)):
-                    more = True
-                    break
-                if not page:
-                    budget.take(item)
-                page.append(item)
+            load = lambda mid: render.message(messages.load(tx, messages.get(tx, mid)))  # noqa: E731
+            pairs, more = render.page(history.after(tx, session_id, start, limit + 1), load, limit)
+            page = [item for _, item in pairs]
             out: dict = {"status": "OK", "history": page}
             if more:
                 out["nextCursor"] = cursors.encode(secret, "history", session_id, page[-1]["message_id"])
@@ -157,19 +151,12 @@ class MemoryService:
         with self._read() as tx:
             secret = self.store.secret(tx)
             start = bytes.fromhex(cursors.decode(secret, cursor, "sessions", "")) if cursor is not None else None
-            budget, page, last_key, more = render.Budget(), [], None, False
-            for key, sid in sessions.ordered(tx, start):
-                item = self._session_entry(tx, sid)
-                if len(page) == limit or (page and not budget.take(item)):
-                    more = True
-                    break
-                if not page:
-                    budget.take(item)
-                page.append(item)
-                last_key = key
+            pairs, more = render.page(sessions.ordered(tx, start),
+                                      lambda ks: self._session_entry(tx, ks[1]), limit)
+            page = [item for _, item in pairs]
             out: dict = {"status": "OK", "sessions": page}
             if more:
-                out["nextCursor"] = cursors.encode(secret, "sessions", "", last_key.hex())
+                out["nextCursor"] = cursors.encode(secret, "sessions", "", pairs[-1][0][0].hex())
             return out
 
     @staticmethod
