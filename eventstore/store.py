@@ -145,7 +145,8 @@ class EventStore:
                  rng: random.Random | None = None, map_size: int = _INITIAL_MAP,
                  repair: bool = False) -> None:
         """``repair=True`` (the replay tool) opens a store whose read models are
-        ahead of its log, to rebuild them, instead of refusing it."""
+        ahead of its log or out of date without refusing or recovering it: the
+        caller is about to rebuild them all with :meth:`rebuild_projections`."""
         self._setup(path, projector, clock, rng or random.SystemRandom(), map_size)
         self._repair = repair
         self._open()
@@ -225,7 +226,9 @@ class EventStore:
                                             "run `convmem replay` to rebuild the read models")
         if fresh:
             self._run(self._initialize, "creating the store")
-        elif schema != self.projector.schema_version or watermark > last:
+        elif self._repair:
+            pass                      # the caller rebuilds every read model itself
+        elif schema != self.projector.schema_version:
             self.rebuild_projections()
             self.recovered_tail = True
         elif watermark < last:
