@@ -13,6 +13,7 @@ down).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import struct
 import subprocess
@@ -61,45 +62,37 @@ def raw_env(path: str) -> lmdb.Environment:
     return lmdb.open(path, max_dbs=64, subdir=True)
 
 
-def put_raw(path: str, db: bytes, key: bytes, value: bytes) -> None:
+@contextlib.contextmanager
+def raw_txn(path: str, db: bytes, write: bool = False):
+    """(transaction, handle) on one sub-database, opened behind the store's back."""
     env = raw_env(path)
     try:
         handle = env.open_db(db)
-        with env.begin(write=True) as txn:
-            txn.put(key, value, db=handle)
+        with env.begin(write=write) as txn:
+            yield txn, handle
     finally:
         env.close()
+
+
+def put_raw(path: str, db: bytes, key: bytes, value: bytes) -> None:
+    with raw_txn(path, db, write=True) as (txn, handle):
+        txn.put(key, value, db=handle)
 
 
 def delete_raw(path: str, db: bytes, key: bytes) -> None:
-    env = raw_env(path)
-    try:
-        handle = env.open_db(db)
-        with env.begin(write=True) as txn:
-            assert txn.delete(key, db=handle)
-    finally:
-        env.close()
+    with raw_txn(path, db, write=True) as (txn, handle):
+        assert txn.delete(key, db=handle)
 
 
 def get_raw(path: str, db: bytes, key: bytes) -> bytes:
-    env = raw_env(path)
-    try:
-        handle = env.open_db(db)
-        with env.begin() as txn:
-            return txn.get(key, db=handle)
-    finally:
-        env.close()
+    with raw_txn(path, db) as (txn, handle):
+        return txn.get(key, db=handle)
 
 
 def first_key(path: str, db: bytes, prefix: bytes = b"") -> bytes:
-    env = raw_env(path)
-    try:
-        handle = env.open_db(db)
-        with env.begin() as txn, txn.cursor(db=handle) as cur:
-            assert cur.set_range(prefix) and cur.key().startswith(prefix)
-            return cur.key()
-    finally:
-        env.close()
+    with raw_txn(path, db) as (txn, handle), txn.cursor(db=handle) as cur:
+        assert cur.set_range(prefix) and cur.key().startswith(prefix)
+        return cur.key()
 
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
