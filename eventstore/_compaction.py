@@ -65,9 +65,9 @@ def _write_fresh(store: EventStore, tmp: str, old_last: int, count: int, events:
         for event in events:
             batch.append(event)
             if len(batch) == _BATCH:
-                written += fresh._run(lambda w: len([w.append(e) for e in batch]), "compacting the store")
+                written += fresh._run(lambda w: _append_all(w, batch), "compacting the store")
                 batch = []
-        written += fresh._run(lambda w: len([w.append(e) for e in batch]), "compacting the store")
+        written += fresh._run(lambda w: _append_all(w, batch), "compacting the store")
         if written != count:
             raise CorruptStoreError("compaction found a different number of live messages than counted")
 
@@ -84,6 +84,13 @@ def _write_fresh(store: EventStore, tmp: str, old_last: int, count: int, events:
         return written
     finally:
         fresh.close()
+
+
+def _append_all(w: WriteTx, events: list[Event]) -> int:
+    w.memo["bulk"] = True               # as in a replay: projectors may batch until the flush
+    for event in events:
+        w.append(event)
+    return len(events)
 
 
 def _swap_in(store: EventStore, tmp: str) -> None:

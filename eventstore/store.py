@@ -87,6 +87,7 @@ class WriteTx(Tx):
     store: "EventStore" = None  # type: ignore[assignment]
     appended: list[tuple[int, int]] = field(default_factory=list)
     deferred: dict[tuple[str, bytes], Callable[[], bytes]] = field(default_factory=dict)
+    finishers: list[Callable[[], None]] = field(default_factory=list)
     watermark: int | None = None
     _next_seq: int | None = None
 
@@ -117,7 +118,14 @@ class WriteTx(Tx):
         """Write ``encode()`` under ``key`` once, at :meth:`flush` (latest call wins)."""
         self.deferred[(db, key)] = encode
 
+    def at_flush(self, finish: Callable[[], None]) -> None:
+        """Run ``finish()`` at :meth:`flush`, before the deferred puts."""
+        self.finishers.append(finish)
+
     def flush(self) -> None:
+        for finish in self.finishers:
+            finish()
+        self.finishers.clear()
         for (db, key), encode in self.deferred.items():
             self.txn.put(key, encode(), db=self.dbs[db])
         self.deferred.clear()
@@ -399,6 +407,7 @@ class EventStore:
                 w.txn.drop(w.db(name), delete=False)
             self._drop_obsolete(w)
             _put_int(w.txn, w.db("meta"), b"schema_version", self.projector.schema_version)
+            w.memo["bulk"] = True       # projectors may batch their work until the flush
             return self._replay_into(w, 1, progress)
         return self._run(rebuild, "rebuilding the read models")
 

@@ -16,7 +16,7 @@ from eventstore.store import WriteTx as Tx
 
 from . import history, messages, relations, sessions, stats, terms
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _metadata_bytes(meta) -> int:

@@ -14,27 +14,26 @@ field weights ``WEIGHTS``: monotone in every field, and 1.0 exactly when the
 whole content matches.  Matching is OR: one query term is enough; more terms,
 rarer terms and more frequent terms score higher.
 
-**Evaluation** reads the impact-ordered lists a block at a time, always from
-the list whose unread postings could still add the most (score-at-a-time),
-and stops as soon as no unseen document — not even one holding the best
-unread posting of every list — could reach the k-th best score found so far.
-Candidates that could still reach it get their unread terms by random access
-to the document-ordered lists (or by finishing a list when that is cheaper).
-That is the exact top k, ties included.  Should that need more than
-``READ_BUDGET`` postings read or ``COMPLETE_MAX`` candidates completed, the
-best-bounded ones are taken (anytime ranking: the heads of the lists hold the
-postings that matter most; :class:`Trace` says when), so a common word never
-costs its whole list.  Filters come from :class:`terms.FacetFilter`: a
-selective one walks the lists against its set of documents, exactly; any
-other is checked per candidate while reading.  Search only reads.
+**Evaluation** reads the document-ordered posting lists of
+:mod:`projections.terms` a list at a time, the rarest (highest weight) first,
+summing each document's fields.  Before each list it asks whether a document
+seen in no list so far could still reach the k-th best score found so far —
+the lists left add at most their weights — and once none can, the lists left
+are read only for the candidates that could still make the top k: by random
+access (bisecting the chunk starts, then the chunk) or by reading the list
+whole when that is cheaper (MaxScore).  That is the exact top k, ties
+included.  Documents written since the last merge are scored first, whole,
+from their pending records.  Filters come from :class:`terms.FacetFilter`: a
+selective one reads only its documents' postings, exactly; any other is
+checked per document while reading.  Search only reads.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from itertools import islice
 
 from eventstore.store import Tx
 
@@ -44,14 +43,11 @@ from .tokens import query_terms
 PARTIAL_CAP = 0.99
 WEIGHTS = (1.0, 0.9, 0.8)            # content, summary, tags
 WHOLE = 10.0                         # added to a field's sum when it equals the query whole
-FIRST_BLOCK, MAX_BLOCK = 32, 2048    # postings per step from one list (doubling)
-READ_BUDGET = 20_000                 # impact-ordered postings read at most
-COMPLETE_MAX = 1_000                 # candidates completed by random access at most
-PROBE_RATIO = 4                      # finish a list instead when its rest ≤ this × its probes
+PRUNE = True                         # False: read every list whole (for tests)
+PROBE_RATIO = 4                      # read a list whole instead when df ≤ this × its probes
 ALLOWED_MAX = 10_000                 # largest filter set worth building
 SELECTIVE_WORK = 20_000              # walk against the set when Σ min(df, |set|) ≤ this
 EPS = 2e-6                           # beneath the 6-decimal rounding of reported scores
-_MASK48 = (1 << 48) - 1
 _NF = len(terms.FIELDS)
 
 
@@ -71,9 +67,9 @@ class Trace:
     path: str = ""          # "walk" (selective filter) or "top-k"
     lists: int = 0          # query terms × fields present in the index
     postings: int = 0       # Σ df over those lists
-    read: int = 0           # postings read in order
-    probes: int = 0         # random accesses to the document-ordered lists
-    exact: bool = True      # False when the read budget or COMPLETE_MAX cut it short
+    read: int = 0           # postings of lists read whole
+    probes: int = 0         # random accesses to one document's posting in a list
+    pending: int = 0        # documents written since the last merge
 
 
 @dataclass
@@ -122,32 +118,73 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     return _rank(acc, candidates, fl, limit)
 
 
+def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = None) -> list[Hit]:
+    """The best ``limit`` live messages for ``query`` under ``flt``."""
+    trace = trace if trace is not None else Trace()
+    st = stats.read(tx)
+    fl = terms.FacetFilter(tx, flt, st["active"])
+    pend = terms.pending(tx)
+    trace.pending = len(pend)
+    if fl.size == 0 and not pend:
+        return []
+    lists = _plan(tx, st, query_terms(query), pend)
+    trace.lists, trace.postings = len(lists), sum(lst.df for lst in lists)
+    acc = _Accumulator()
+    done = _score_pending(query, lists, pend, fl, acc)
+    _add_whole_matches(tx, query, acc, fl)
+    if fl.materialize(ALLOWED_MAX) and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
+        trace.path = "walk"
+        only = sorted(fl.allowed)
+        for lst in lists:
+            _read(lst, acc, fl.passes if fl.checks else None, trace, only)
+        candidates = acc.docs()
+    else:
+        trace.path = "top-k"
+        keep = fl.passes if fl.checks or fl.allowed is not None else None
+        candidates = _top_k(lists, acc, keep, limit, done, trace)
+    return _rank(acc, candidates, fl, limit)
+
+
 # --------------------------------------------------------------------- plan
 @dataclass(eq=False)
 class _List:
-    """One query term in one field: weight, statistics, read position."""
+    """One query term in one field: weight, statistics and its chunks."""
 
     field: int
-    key: bytes
+    term: str
     weight: float          # q · idf ÷ the field's total
-    df: int
+    df: int                # postings in the merged lists
     avg: float
-    read: int = 0
-    block: int = FIRST_BLOCK
-    bound: float = 0.0     # the most one unread posting can still add
-    postings: object = None
-    seen: set = field(default_factory=set)
-
-    @property
-    def done(self) -> bool:
-        return self.read >= self.df
+    starts: list[int]
+    chunks: list[bytes]
+    decoded: dict = field(default_factory=dict)
 
     def factor(self) -> tuple[float, float]:
         """(c, d) with tf_factor = tf / (tf + c + d · length)."""
         return terms.K1 * (1 - terms.B), terms.K1 * terms.B / self.avg
 
+    def chunk(self, i: int) -> tuple:
+        found = self.decoded.get(i)
+        if found is None:
+            found = self.decoded[i] = terms.decode_chunk(self.starts[i], self.chunks[i])
+        return found
 
-def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float]) -> list[_List]:
+    def postings(self):
+        """Every (docno, tf, length), in document order."""
+        for i in range(len(self.chunks)):
+            yield from zip(*self.chunk(i))
+
+    def probe(self, docno: int) -> tuple[int, int] | None:
+        """(tf, length) of ``docno`` in this list, if it is there."""
+        i = bisect_right(self.starts, docno) - 1
+        if i < 0:
+            return None
+        docnos, tfs, lengths = self.chunk(i)
+        j = bisect_left(docnos, docno)
+        return (tfs[j], lengths[j]) if j < len(docnos) and docnos[j] == docno else None
+
+
+def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: list) -> list[_List]:
     lists: list[_List] = []
     with tx.txn.cursor(db=tx.db(terms.POSTINGS)) as cur:
         for f, name in enumerate(terms.FIELDS):
@@ -157,14 +194,27 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float]) -> list[_List]:
             avg = max(st[f"len_{name}"] / n, 1.0)
             found, total = [], 0.0
             for term, q in qterms.items():
-                key = terms.posting_key(f, term)
-                df = cur.count() if cur.set_key(key) else 0
-                w = q * idf(n, df)
+                starts, chunks = _chunks(cur, terms.list_prefix(f, term))
+                df = sum(map(terms.chunk_count, chunks))
+                df_all = df + sum(1 for p in pend if term in p.tfs[f])
+                w = q * idf(n, df_all)
                 total += w
-                if df:
-                    found.append((key, w, df))
-            lists.extend(_List(f, key, w / total, df, avg) for key, w, df in found)
+                if df_all:
+                    found.append((term, w, df, starts, chunks))
+            lists.extend(_List(f, term, w / total, df, avg, starts, chunks)
+                         for term, w, df, starts, chunks in found)
     return lists
+
+
+def _chunks(cur, prefix: bytes) -> tuple[list[int], list[bytes]]:
+    starts, chunks = [], []
+    if cur.set_range(prefix):
+        for k, v in cur:
+            if not k.startswith(prefix):
+                break
+            starts.append(int.from_bytes(k[-6:], "big"))
+            chunks.append(v)
+    return starts, chunks
 
 
 # -------------------------------------------------------------- accumulator
@@ -173,8 +223,6 @@ class _Accumulator:
 
     def __init__(self) -> None:
         self.sums: list[dict[int, float]] = [{} for _ in range(_NF)]
-        self.touched: set[int] = set()       # changed since the k-th score was last taken
-        self.top: list[tuple[float, int]] = []
 
     def single(self) -> bool:
         """Only the content field has anything (the common case)."""
@@ -194,6 +242,36 @@ class _Accumulator:
     def bound(self, docno: int, extra: list[float]) -> float:
         return combine(field_score(s.get(docno, 0.0) + e) for s, e in zip(self.sums, extra))
 
+    def kth(self, k: int) -> float:
+        """The k-th best score so far (a lower bound of the final k-th)."""
+        if self.single():
+            best = heapq.nlargest(k, self.sums[0].values())
+            return field_score(best[-1]) if len(best) >= k else 0.0
+        best = heapq.nlargest(k, map(self.score, self.docs()))
+        return best[-1] if len(best) >= k else 0.0
+
+
+def _score_pending(query: str, lists: list[_List], pend: list, fl: terms.FacetFilter,
+                   acc: _Accumulator) -> set[int]:
+    """Whole scores of the pending documents that pass; returns their docnos."""
+    wholes = [terms.exact_key(f, query) for f in range(_NF)]
+    factors = [lst.factor() for lst in lists]
+    done = set()
+    for p in pend:
+        if not fl.passes_pending(p):
+            continue
+        done.add(p.docno)
+        for lst, (c, d) in zip(lists, factors):
+            tf = p.tfs[lst.field].get(lst.term)
+            if tf:
+                sums = acc.sums[lst.field]
+                sums[p.docno] = sums.get(p.docno, 0.0) + lst.weight * tf / (
+                    tf + c + d * p.lengths[lst.field])
+        for f, key in enumerate(wholes):
+            if key in p.exact:
+                acc.sums[f][p.docno] = acc.sums[f].get(p.docno, 0.0) + WHOLE
+    return done
+
 
 def _add_whole_matches(tx: Tx, query: str, acc: _Accumulator, fl: terms.FacetFilter) -> None:
     with tx.txn.cursor(db=tx.db(terms.EXACT)) as cur:
@@ -201,185 +279,61 @@ def _add_whole_matches(tx: Tx, query: str, acc: _Accumulator, fl: terms.FacetFil
             if cur.set_key(terms.exact_key(f, query)):
                 for v in cur.iternext_dup(keys=False):
                     docno = int.from_bytes(v, "big")
-                    if not fl.passes(docno):
-                        continue
-                    acc.sums[f][docno] = acc.sums[f].get(docno, 0.0) + WHOLE
-                    acc.touched.add(docno)
+                    if fl.passes(docno):
+                        acc.sums[f][docno] = acc.sums[f].get(docno, 0.0) + WHOLE
 
 
-# --------------------------------------------------------- filtered walking
-def _walk(tx: Tx, lists: list[_List], acc: _Accumulator, allowed: set[int]) -> None:
-    """Exact sums for every allowed document, from the document-ordered lists."""
-    ordered = sorted(allowed)
-    with tx.txn.cursor(db=tx.db(terms.DOC_POSTINGS)) as cur:
-        for lst in lists:
-            (c, d), w, sums = lst.factor(), lst.weight, acc.sums[lst.field]
-            if lst.df <= len(ordered):
-                cur.set_key(lst.key)
-                found = map(terms.DOC_POSTING.unpack, cur.iternext_dup(keys=False))
-            else:
-                found = _probe(cur, lst.key, ordered)
-            for hi, lo, tf, length in found:
-                docno = hi << 32 | lo
-                if docno in allowed:
-                    sums[docno] = sums.get(docno, 0.0) + w * tf / (tf + c + d * length)
-
-
-def _probe(cur, key: bytes, docnos):
-    """The document-ordered postings of ``key`` for those of ``docnos`` it has."""
-    unpack = terms.DOC_POSTING.unpack
-    for docno in docnos:
-        if cur.set_range_dup(key, terms.docno_key(docno)):
-            hi, lo, tf, length = unpack(cur.value())
-            if hi << 32 | lo == docno:
-                yield hi, lo, tf, length
-
-
-# ------------------------------------------------------- score-at-a-time
-class _TopK:
-    """Impact-ordered evaluation with a safe stop, a budget, and completion."""
-
-    def __init__(self, tx: Tx, lists: list[_List], acc: _Accumulator, fl: terms.FacetFilter, k: int,
-                 trace: Trace) -> None:
-        self.tx, self.lists, self.acc, self.fl, self.k, self.trace = tx, lists, acc, fl, k, trace
-        self.keep = fl.passes if fl.checks or fl.allowed is not None else None
-
-    def run(self) -> list[int]:
-        cursors = []
-        try:
-            for lst in self.lists:
-                cur = self.tx.txn.cursor(db=self.tx.db(terms.POSTINGS))
-                cursors.append(cur)
-                cur.set_key(lst.key)
-                lst.bound = lst.weight * terms.impact_bound(255 - cur.value()[0], lst.field, lst.avg)
-                lst.postings = cur.iternext_dup(keys=False)
-            self._read()
-            return self._complete()
-        finally:
-            for cur in cursors:
-                cur.close()
-
-    def _read(self) -> None:
-        """Read blocks until no unseen document can reach the k-th score."""
-        theta, read = self._kth(), 0
-        heap = [(-lst.bound, i) for i, lst in enumerate(self.lists)]
-        heapq.heapify(heap)
-        while heap and self._unseen_bound() >= theta - EPS:
-            if read >= READ_BUDGET:
-                self.trace.exact = False
-                break
-            i = heapq.heappop(heap)[1]
-            lst = self.lists[i]
-            read += _read_block(lst, self.acc, self.keep)
-            if not lst.done:
-                heapq.heappush(heap, (-lst.bound, i))
-            theta = self._kth()
-        self.trace.read += read
-
-    def _open_bounds(self) -> list[float]:
-        per_field = [0.0] * _NF
-        for lst in self.lists:
-            per_field[lst.field] += lst.bound
-        return per_field
-
-    def _unseen_bound(self) -> float:
-        return combine(min(PARTIAL_CAP, s) for s in self._open_bounds())
-
-    def _kth(self) -> float:
-        """The k-th best score so far (every accumulated document passes the filter).
-
-        Scores only grow, so the best k can change only by documents touched
-        since the last call: those and the previous best k are all it scores.
-        """
-        acc = self.acc
-        pool = acc.touched.union(d for _, d in acc.top)
-        acc.touched = set()
-        if acc.single():
-            sums = acc.sums[0]
-            best = heapq.nlargest(self.k, zip(map(sums.__getitem__, pool), pool))
-            acc.top = [(field_score(s), d) for s, d in best]
-        else:
-            acc.top = heapq.nlargest(self.k, ((acc.score(d), d) for d in pool))
-        return acc.top[-1][0] if len(acc.top) >= self.k else 0.0
-
-    def _complete(self) -> list[int]:
-        """Fill in the unread terms of the candidates that could still make the top k."""
-        open_lists = [lst for lst in self.lists if not lst.done]
-        if not open_lists:
-            return self.acc.docs()
-        theta, extra = self._kth() - EPS, self._open_bounds()
-        known, need = [], []
-        for docno in self._reachable(theta, extra):
-            own, missing = [0.0] * _NF, False
-            for lst in open_lists:
-                if docno not in lst.seen:
-                    own[lst.field] += lst.bound
-                    missing = True
-            if not missing:
-                known.append(docno)
-            elif (ub := self._bound(docno, own)) >= theta:
-                need.append((ub, docno))
-        if len(need) > COMPLETE_MAX:
-            self.trace.exact = False
-            need = [d for _, d in heapq.nlargest(COMPLETE_MAX, need)]
-        else:
-            need = [d for _, d in need]
-        for lst in open_lists:
-            self._fill(lst, [d for d in need if d not in lst.seen])
-        return known + need
-
-    def _bound(self, docno: int, extra: list[float]) -> float:
-        if self.acc.single():
-            return field_score(self.acc.sums[0][docno] + extra[0])
-        return self.acc.bound(docno, extra)
-
-    def _reachable(self, theta: float, extra: list[float]) -> list[int]:
-        acc = self.acc
-        if acc.single():
-            floor = theta - extra[0]
-            return [d for d, s in acc.sums[0].items() if s >= floor]
-        return [d for d in acc.docs() if acc.bound(d, extra) >= theta]
-
-    def _fill(self, lst: _List, docnos: list[int]) -> None:
-        """Add ``lst``'s postings for ``docnos``: by finishing it or by probes."""
-        if not docnos:
-            return
-        (c, d), w, sums = lst.factor(), lst.weight, self.acc.sums[lst.field]
-        wanted = set(docnos)
-        if lst.df - lst.read <= PROBE_RATIO * len(docnos):
-            self.trace.read += lst.df - lst.read
-            unpack = terms.IMPACT.unpack
-            found = ((_MASK48 - (hi << 32 | lo), tf, length)
-                     for _, hi, lo, tf, length in map(unpack, lst.postings))
-        else:
-            self.trace.probes += len(wanted)
-            with self.tx.txn.cursor(db=self.tx.db(terms.DOC_POSTINGS)) as cur:
-                found = [(hi << 32 | lo, tf, length)
-                         for hi, lo, tf, length in _probe(cur, lst.key, sorted(wanted))]
-        for docno, tf, length in found:
-            if docno in wanted:
+# ------------------------------------------------------------------ reading
+def _read(lst: _List, acc: _Accumulator, keep, trace: Trace, only: list[int] | None = None) -> None:
+    """Add ``lst``'s postings: of every document ``keep`` accepts (all when None;
+    one already summed was accepted before), or of the sorted ``only`` ones."""
+    (c, d), w, sums = lst.factor(), lst.weight, acc.sums[lst.field]
+    if only is not None and lst.df > PROBE_RATIO * len(only):
+        trace.probes += len(only)
+        for docno in only:
+            found = lst.probe(docno)
+            if found and (keep is None or keep(docno)):
+                tf, length = found
                 sums[docno] = sums.get(docno, 0.0) + w * tf / (tf + c + d * length)
-
-
-def _read_block(lst: _List, acc: _Accumulator, keep) -> int:
-    """Add the next block of ``lst``'s impact-ordered postings (of documents
-    ``keep`` accepts, when given); returns how many were read."""
-    (c, d), w, sums, unpack = lst.factor(), lst.weight, acc.sums[lst.field], terms.IMPACT.unpack
-    seen, touched = lst.seen.add, acc.touched.add
-    n, inv = 0, 255
-    for v in islice(lst.postings, lst.block):
-        n += 1
-        inv, hi, lo, tf, length = unpack(v)
-        docno = _MASK48 - (hi << 32 | lo)
+        return
+    trace.read += lst.df
+    wanted = None if only is None else set(only)
+    get = sums.get
+    for docno, tf, length in lst.postings():
+        if wanted is not None and docno not in wanted:
+            continue
         if keep is not None and docno not in sums and not keep(docno):
             continue
-        sums[docno] = sums.get(docno, 0.0) + w * tf / (tf + c + d * length)
-        seen(docno)
-        touched(docno)
-    lst.read = lst.df if n < lst.block else lst.read + n
-    lst.block = min(2 * lst.block, MAX_BLOCK)
-    lst.bound = 0.0 if lst.done else w * terms.impact_bound(255 - inv, lst.field, lst.avg)
-    return n
+        sums[docno] = get(docno, 0.0) + w * tf / (tf + c + d * length)
+
+
+def _top_k(lists: list[_List], acc: _Accumulator, keep, k: int, done: set[int],
+           trace: Trace) -> list[int]:
+    """Read lists whole while an unseen document could still make the top k;
+    then complete, from the lists left, the candidates that still could."""
+    order = sorted(lists, key=lambda lst: -lst.weight)
+    theta = acc.kth(k)
+    while order and (not PRUNE or _bound(order) >= theta - EPS):
+        _read(order.pop(0), acc, keep, trace)
+        theta = acc.kth(k)
+    if not order:
+        return acc.docs()
+    extra = [0.0] * _NF
+    for lst in order:
+        extra[lst.field] += lst.weight
+    need = sorted(d for d in acc.docs() if acc.bound(d, extra) >= theta - EPS)
+    probe = [d for d in need if d not in done]
+    for lst in order:
+        _read(lst, acc, keep, trace, probe)
+    return need
+
+
+def _bound(lists: list[_List]) -> float:
+    """The most a document in none of the lists read could score from ``lists``."""
+    per_field = [0.0] * _NF
+    for lst in lists:
+        per_field[lst.field] += lst.weight
+    return combine(min(PARTIAL_CAP, s) for s in per_field)
 
 
 # ------------------------------------------------------------------ ranking
@@ -404,7 +358,7 @@ def _take(ordered, acc: _Accumulator, fl: terms.FacetFilter, limit: int) -> tupl
     for score, docno in ordered:
         if len(hits) >= limit and score < hits[-1].score:
             return hits, True
-        if not fl.passes(docno) or (doc := fl.doc(docno)) is None:
+        if (doc := fl.doc(docno)) is None:     # every summed document passed the filter
             continue
         parts = {name: _reported(s) for name, s in zip(terms.FIELDS, acc.fields(docno))}
         hits.append(Hit(doc, score, parts))

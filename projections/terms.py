@@ -1,41 +1,56 @@
 """Read model: the full-text index over content, summary and tags.
 
-Sub-databases (document number ``docno`` = the 6-byte sequence of the event
-that created the message in this log; ``field`` = 0 content, 1 summary, 2 tags):
+Document number ``docno`` = the sequence of the event that created the message
+in this log; ``field`` = 0 content, 1 summary, 2 tags.  Sub-databases:
 
-* ``postings`` (dupsort, dupfixed 10): field byte + term →
-  ``255 - impact`` (1) + ``~docno`` (6) + tf (1) + field length (2).
-  Duplicates sort by value, so each list is **impact-ordered** (best first,
-  newest first among equals) and the ranker can stop reading a common term's
-  list early.  ``impact`` is the BM25 term-frequency factor computed with a
-  fixed reference length per field and quantized to a byte, so it depends on
-  nothing but the message; the ranker turns it into a safe upper bound for the
-  store's actual average length (:func:`impact_bound`).
-* ``doc_postings`` (dupsort, dupfixed 9): the same lists in document order —
-  docno (6) + tf (1) + field length (2) — for random access to one document's
-  tf (``set_range_dup``) and for walking a list against a filter's set.
+* ``postings``: field byte + term + NUL + 6-byte docno → one *chunk* of the
+  term's posting list in document order: for each document its docno, the
+  term's frequency ``tf`` and the field's length in terms, packed as arrays in
+  the narrowest width that holds them (:func:`encode_chunk`, ~3 bytes a
+  posting).  The key's docno is the chunk's first.  A list is cut before every
+  posting whose docno is a *boundary* (:func:`boundary`: one docno in
+  ``CHUNK``, by a hash of the number alone), so the chunks are a function of
+  the postings alone — however and whenever they arrived.  That is what lets
+  replay build each chunk once, and live writes merge batches in, with the same
+  bytes.
+* ``pending``: docno → the search *record* of a message indexed since the last
+  merge (:func:`record_of`).  A write puts this one record instead of ~35
+  postings scattered over the tree; the write that brings the number of
+  records to ``MERGE_AT`` merges them all into ``postings``, ``exact`` and
+  ``facets`` in its own transaction, so the cost of touching the tree is
+  shared by ``MERGE_AT`` writes.  Search reads the pending records as well: a
+  message is found as soon as its write returns.  When the merges happen
+  depends on the sequence of index operations alone, never on how they were
+  grouped into transactions.
 * ``exact`` (dupsort, dupfixed 6): field byte + hash of the whole normalized
   field text (each tag on its own) → docno, for SPEC §6.10's whole-field match.
 * ``docs``: docno → id (16) + kind, tier, importance (1 each) + timestamp (8) +
-  session id: what filters and tie-breaks need without decoding messages.
+  session id — written at once, not merged: what filters and tie-breaks need
+  without decoding messages.
 * ``facets`` (dupsort, dupfixed 6): one list of docnos per filter value —
   ``s`` + session id, ``k`` + kind, ``t`` + tier, ``i`` + importance,
-  ``g`` + tag — so a selective filter is answered from an index, and the
-  size of each list (``count``) tells the ranker how selective it is
-  (:class:`FacetFilter`).
+  ``g`` + tag (:class:`FacetFilter`).
 
-Field lengths and counts live in ``stats`` (``len_*``, ``n_*``).  Indexing is
-a deterministic function of the message: replay rebuilds the same bytes.
+Field lengths and counts live in ``stats`` (``len_*``, ``n_*``).
+
+A full replay runs in *bulk* mode (``tx.memo["bulk"]``): records are kept in
+memory, the merges the live path would do are followed in memory too, and
+the chunks are written at the end of the transaction — the same bytes, without
+re-reading and re-writing chunks every ``MERGE_AT`` documents.
 """
 
 from __future__ import annotations
 
 import hashlib
-import struct
+import sys
+from array import array
 from collections import Counter
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Iterator
 
+from eventstore import codec
+from eventstore.errors import CorruptStoreError
 from eventstore.events import KINDS, TIERS, Message
 from eventstore.ids import to_bytes, to_str
 from eventstore.store import Tx
@@ -43,44 +58,36 @@ from eventstore.store import Tx
 from . import stats
 from .tokens import normalize, terms
 
-POSTINGS, DOC_POSTINGS, EXACT, DOCS, FACETS = "postings", "doc_postings", "exact", "docs", "facets"
+POSTINGS, PENDING, EXACT, DOCS, FACETS = "postings", "pending", "exact", "docs", "facets"
 _DUPS = {"dupsort": True, "dupfixed": True}
-SPECS = {POSTINGS: _DUPS, DOC_POSTINGS: _DUPS, EXACT: _DUPS, DOCS: {}, FACETS: _DUPS}
+SPECS = {POSTINGS: {}, PENDING: {}, EXACT: _DUPS, DOCS: {}, FACETS: _DUPS}
 FIELDS = ("content", "summary", "tags")
 # BM25 term-frequency saturation and length normalization (Anserini's defaults).
 K1, B = 0.9, 0.4
-REFERENCE_LENGTH = (32.0, 24.0, 4.0)
 MAX_TF, MAX_LENGTH = 255, 65535
-IMPACT = struct.Struct(">BHIBH")      # 255-impact, ~docno (hi, lo), tf, length
-DOC_POSTING = struct.Struct(">HIBH")  # docno (hi, lo), tf, length
-_DOC = struct.Struct(">16sBBBQ")
-_MASK48 = (1 << 48) - 1
+MERGE_AT = 128          # pending records that trigger a merge
+CHUNK = 128             # one docno in CHUNK is a chunk boundary
+BULK_HOLD = 100_000     # records a bulk replay keeps in memory before writing them
+_MASK64 = (1 << 64) - 1
+_CUT = (1 << 64) // CHUNK
+_GOLDEN = 0x9E3779B97F4A7C15
+_GAP_CODES = "BHIQ"                     # chunk gap widths 1, 2, 4, 8 bytes
+_SWAP = sys.byteorder == "big"          # chunks are little-endian
+_DOC_ID, _DOC_BYTES = 16, 27            # docs value: id, kind, tier, importance, timestamp
 
 
 def docno_key(docno: int) -> bytes:
     return docno.to_bytes(6, "big")
 
 
-def posting_key(field: int, term: str) -> bytes:
-    return bytes([field]) + term.encode("utf-8")
+def list_prefix(field: int, term: str) -> bytes:
+    """The key prefix of a term's posting list (terms never contain NUL)."""
+    return bytes((field,)) + term.encode("utf-8") + b"\x00"
 
 
 def tf_factor(tf: int, length: int, avg: float) -> float:
     """BM25's saturating term-frequency factor, in [0, 1)."""
     return tf / (tf + K1 * (1 - B + B * length / avg))
-
-
-def impact_bound(impact: int, field: int, avg: float) -> float:
-    """An upper bound of :func:`tf_factor` at ``avg`` for any posting whose
-    stored impact is at most ``impact``.
-
-    With reference length R the stored factor is φ < (impact+1)/255; for an
-    average A ≥ R the factor grows at most to φ / (φ + (R/A)(1 − φ)), and for
-    A < R it only shrinks.
-    """
-    phi = min(1.0, (impact + 1) / 255)
-    rho = min(1.0, REFERENCE_LENGTH[field] / avg)
-    return phi / (phi + rho * (1 - phi))
 
 
 def exact_key(field: int, text: str) -> bytes:
@@ -93,31 +100,263 @@ def field_texts(msg: Message) -> tuple[list[str], list[str], list[str]]:
     return [msg.content], [meta.summary] if meta.summary else [], list(meta.tags)
 
 
-def _postings(docno: int, field: int, texts: list[str]) -> tuple[int, list[tuple[bytes, bytes, bytes]]]:
-    """The field's length in terms and its (key, impact value, doc value) triples."""
+# ------------------------------------------------------------------ chunks
+def boundary(docno: int) -> bool:
+    """Whether a posting list starts a new chunk at ``docno`` (1 in ``CHUNK``)."""
+    return (docno * _GOLDEN) & _MASK64 < _CUT
+
+
+def _packed(code: str, values) -> bytes:
+    arr = array(code, values)
+    if _SWAP:
+        arr.byteswap()
+    return arr.tobytes()
+
+
+def _unpacked(code: str, raw) -> array:
+    arr = array(code)
+    arr.frombytes(raw)
+    if _SWAP:
+        arr.byteswap()
+    return arr
+
+
+def encode_chunk(docnos: list[int], tfs: list[int], lengths: list[int]) -> bytes:
+    """One byte of widths, then the n−1 docno gaps, the tfs (left out when all
+    are 1) and the lengths, each array in the narrowest width that holds it."""
+    gaps = [b - a for a, b in zip(docnos, docnos[1:])]
+    top = max(gaps, default=0)
+    g = 0 if top < 1 << 8 else 1 if top < 1 << 16 else 2 if top < 1 << 32 else 3
+    ones = all(tf == 1 for tf in tfs)
+    wide = max(lengths) > 255
+    head = bytes((g | (0 if ones else 4) | (8 if wide else 0),))
+    return (head + _packed(_GAP_CODES[g], gaps) + (b"" if ones else bytes(tfs))
+            + _packed("H" if wide else "B", lengths))
+
+
+def decode_chunk(start: int, raw: bytes) -> tuple[list[int], bytes, array]:
+    """(docnos, tfs, lengths) of the chunk whose first docno is ``start``."""
+    code = raw[0] if raw else 255
+    if code > 15:
+        raise CorruptStoreError("a posting chunk has an unknown layout")
+    wg, wt, wl = 1 << (code & 3), (code >> 2) & 1, 2 if code & 8 else 1
+    n, rest = divmod(len(raw) - 1 + wg, wg + wt + wl)
+    if rest or n < 1:
+        raise CorruptStoreError("a posting chunk has the wrong length")
+    at = 1 + (n - 1) * wg
+    docnos = list(accumulate(_unpacked(_GAP_CODES[code & 3], raw[1:at]), initial=start))
+    tfs = raw[at:at + n] if wt else b"\x01" * n
+    return docnos, tfs, _unpacked("H" if wl == 2 else "B", raw[at + n * wt:])
+
+
+def chunk_count(raw: bytes) -> int:
+    """The number of postings in a chunk, from its length alone."""
+    code = raw[0] if raw else 255
+    if code > 15:
+        raise CorruptStoreError("a posting chunk has an unknown layout")
+    wg = 1 << (code & 3)
+    return (len(raw) - 1 + wg) // (wg + ((code >> 2) & 1) + (2 if code & 8 else 1))
+
+
+def _rechunk(postings: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
+    """Cut sorted (docno, tf, length) postings into encoded chunks: (start, value).
+    The first posting always starts one, as a list's first or a boundary does."""
+    out, cut = [], 0
+    for i in range(1, len(postings) + 1):
+        if i == len(postings) or boundary(postings[i][0]):
+            part = postings[cut:i]
+            out.append((part[0][0], encode_chunk([p[0] for p in part], [p[1] for p in part],
+                                                 [p[2] for p in part])))
+            cut = i
+    return out
+
+
+def _merge_list(cur, prefix: bytes, add: list[tuple[int, int, int]], remove: set[int]) -> None:
+    """Add and remove postings of one list, rewriting only the chunks they touch.
+
+    The run rewritten starts at the chunk holding the smallest docno involved
+    (or the list's first chunk), one earlier when removing (a removed first
+    posting may join its chunk to the previous one), and ends with the chunk
+    holding the largest; the chunk after it starts at a boundary and stays.
+    """
+    involved = [p[0] for p in add] + list(remove)
+    low, high = min(involved), max(involved)
+    _to_run_start(cur, prefix, prefix + docno_key(low), bool(remove))
+    run: dict[bytes, bytes] = {}
+    key = cur.key()
+    while key.startswith(prefix) and (not run or int.from_bytes(key[-6:], "big") <= high):
+        run[key] = cur.value()
+        if not cur.next():
+            break
+        key = cur.key()
+    merged: dict[int, tuple[int, int, int]] = {}
+    for k, raw in run.items():
+        docnos, tfs, lengths = decode_chunk(int.from_bytes(k[-6:], "big"), raw)
+        merged.update((d, (d, t, n)) for d, t, n in zip(docnos, tfs, lengths))
+    for d in remove:
+        merged.pop(d, None)
+    merged.update((p[0], p) for p in add)
+    new = {prefix + docno_key(s): v for s, v in _rechunk(sorted(merged.values()))}
+    for k in run.keys() - new.keys():
+        if cur.set_key(k):
+            cur.delete()
+    cur.putmulti(sorted(new.items()))
+
+
+def _to_run_start(cur, prefix: bytes, start: bytes, removing: bool) -> None:
+    """Put ``cur`` on the chunk holding ``start``'s docno — else on the list's
+    first chunk, else off the list — and one chunk earlier when ``removing``."""
+    found = cur.set_range(start)
+    if not (found and cur.key() == start):
+        back = cur.prev() if found else cur.last()
+        if not (back and cur.key().startswith(prefix)):
+            cur.set_range(start)
+            return
+    if removing:
+        here = cur.key()
+        if not (cur.prev() and cur.key().startswith(prefix)):
+            cur.set_key(here)
+
+
+# ------------------------------------------------------------------ records
+def _field_entry(field: int, texts: list[str]) -> list:
+    """[length, terms joined by NUL, tfs, whole-text keys] of one field."""
     toks = [t for text in texts for t in terms(text)]
-    length = min(len(toks), MAX_LENGTH)
-    hi, lo = divmod(docno, 1 << 32)
-    ihi, ilo = divmod(_MASK48 - docno, 1 << 32)
-    out = []
-    for term, tf in sorted(Counter(toks).items()):
-        tf = min(tf, MAX_TF)
-        impact = int(255 * tf_factor(tf, length, REFERENCE_LENGTH[field]))
-        out.append((posting_key(field, term), IMPACT.pack(255 - impact, ihi, ilo, tf, length),
-                    DOC_POSTING.pack(hi, lo, tf, length)))
-    return length, out
+    counts = sorted(Counter(toks).items())
+    return [min(len(toks), MAX_LENGTH), "\x00".join(t for t, _ in counts),
+            bytes(min(n, MAX_TF) for _, n in counts),
+            [exact_key(field, text) for text in dict.fromkeys(texts)]]
 
 
-def facet_keys(msg: Message) -> Iterator[bytes]:
+def facet_keys(msg: Message) -> list[bytes]:
     m = msg.metadata
-    yield b"s" + msg.session_id.encode("utf-8")
-    yield b"k" + bytes([KINDS.index(m.memory_kind)])
-    yield b"t" + bytes([TIERS.index(m.memory_tier)])
-    yield b"i" + bytes([m.importance])
-    for tag in dict.fromkeys(m.tags):
-        yield b"g" + tag.encode("utf-8")
+    return ([b"s" + msg.session_id.encode("utf-8"), b"k" + bytes([KINDS.index(m.memory_kind)]),
+             b"t" + bytes([TIERS.index(m.memory_tier)]), b"i" + bytes([m.importance])]
+            + [b"g" + tag.encode("utf-8") for tag in dict.fromkeys(m.tags)])
 
 
+def record_of(msg: Message, fields=range(len(FIELDS))) -> list:
+    """A message's search record: one entry per field (``None`` for the fields
+    not asked for), then its facet keys."""
+    texts = field_texts(msg)
+    return [_field_entry(f, texts[f]) if f in fields else None for f in range(len(FIELDS))] + [
+        facet_keys(msg)]
+
+
+def _decode_record(raw: bytes) -> list:
+    try:
+        rec = codec.loads(raw)
+        if len(rec) != 4 or not all(len(e) == 4 and len(e[1].split("\x00")) == len(e[2]) or not e[1]
+                                    for e in rec[:3]):
+            raise ValueError("wrong shape")
+        return rec
+    except Exception as exc:
+        raise CorruptStoreError("a pending search record could not be decoded") from exc
+
+
+def entry_terms(entry: list) -> Iterator[tuple[str, int]]:
+    """(term, tf) of one field entry of a record."""
+    return zip(entry[1].split("\x00"), entry[2]) if entry[1] else iter(())
+
+
+@dataclass
+class Pending:
+    """A pending record as search reads it."""
+
+    docno: int
+    lengths: tuple[int, int, int]
+    tfs: tuple[dict[str, int], dict[str, int], dict[str, int]]
+    exact: frozenset[bytes]
+    facets: frozenset[bytes]
+
+
+_PARSED: dict[bytes, Pending] = {}
+
+
+def pending(tx: Tx) -> list[Pending]:
+    """Every pending record (parsed ones are cached by their bytes)."""
+    out = []
+    with tx.txn.cursor(db=tx.db(PENDING)) as cur:
+        for k, raw in cur:
+            found = _PARSED.get(raw)
+            if found is None or found.docno != int.from_bytes(k, "big"):
+                rec = _decode_record(raw)
+                found = Pending(int.from_bytes(k, "big"), tuple(e[0] for e in rec[:3]),
+                                tuple(dict(entry_terms(e)) for e in rec[:3]),
+                                frozenset(x for e in rec[:3] for x in e[3]), frozenset(rec[3]))
+                if len(_PARSED) >= 4 * MERGE_AT:
+                    _PARSED.clear()
+                _PARSED[raw] = found
+            out.append(found)
+    return out
+
+
+# ------------------------------------------------------------ main index
+def _add_to_main(tx: Tx, records: list[tuple[int, list]]) -> None:
+    """Merge whole records (ascending docno) into postings, exact and facets."""
+    lists: dict[bytes, list[tuple[int, int, int]]] = {}
+    exact, facets = [], []
+    for docno, rec in records:
+        dk = docno_key(docno)
+        for f in range(len(FIELDS)):
+            _collect(lists, f, docno, rec[f])
+            exact.extend((k, dk) for k in rec[f][3])
+        facets.extend((k, dk) for k in rec[3])
+    _write_lists(tx, lists, {})
+    _put_dups(tx, EXACT, exact)
+    _put_dups(tx, FACETS, facets)
+
+
+def _collect(lists: dict, field: int, docno: int, entry: list) -> None:
+    length, f = entry[0], bytes((field,))
+    for term, tf in entry_terms(entry):
+        key = f + term.encode("utf-8") + b"\x00"
+        found = lists.get(key)
+        if found is None:
+            lists[key] = [(docno, tf, length)]
+        else:
+            found.append((docno, tf, length))
+
+
+def _write_lists(tx: Tx, add: dict[bytes, list], remove: dict[bytes, set[int]]) -> None:
+    with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
+        for prefix in sorted(add.keys() | remove.keys()):
+            _merge_list(cur, prefix, add.get(prefix, []), remove.get(prefix, set()))
+
+
+def _put_dups(tx: Tx, db: str, items: list[tuple[bytes, bytes]]) -> None:
+    if items:
+        with tx.txn.cursor(db=tx.db(db)) as cur:
+            cur.putmulti(sorted(items))
+
+
+def _delete_dups(tx: Tx, db: str, items) -> None:
+    handle = tx.db(db)
+    for k, v in items:
+        tx.txn.delete(k, v, db=handle)
+
+
+def _remove_fields(tx: Tx, docno: int, rec: list, fields) -> None:
+    """Take the given fields of a merged document out of postings and exact."""
+    lists: dict[bytes, set[int]] = {}
+    dk = docno_key(docno)
+    for f in fields:
+        for term, _ in entry_terms(rec[f]):
+            lists[list_prefix(f, term)] = {docno}
+        _delete_dups(tx, EXACT, ((k, dk) for k in rec[f][3]))
+    _write_lists(tx, {}, lists)
+
+
+def _add_fields(tx: Tx, docno: int, rec: list, fields) -> None:
+    lists: dict[bytes, list] = {}
+    dk = docno_key(docno)
+    for f in fields:
+        _collect(lists, f, docno, rec[f])
+        _put_dups(tx, EXACT, [(k, dk) for k in rec[f][3]])
+    _write_lists(tx, lists, {})
+
+
+# ------------------------------------------------------------------ docs
 @dataclass(frozen=True)
 class Doc:
     message_id: str
@@ -130,12 +369,13 @@ class Doc:
 
 def _doc_value(msg: Message) -> bytes:
     m = msg.metadata
-    return _DOC.pack(to_bytes(msg.message_id), KINDS.index(m.memory_kind), TIERS.index(m.memory_tier),
-                     m.importance, msg.timestamp) + msg.session_id.encode("utf-8")
+    return (to_bytes(msg.message_id) + bytes((KINDS.index(m.memory_kind), TIERS.index(m.memory_tier),
+                                              m.importance)) + msg.timestamp.to_bytes(8, "big")
+            + msg.session_id.encode("utf-8"))
 
 
 # Offsets of the filterable fields inside a ``docs`` value (see :func:`raw_doc`).
-DOC_KIND, DOC_TIER, DOC_IMPORTANCE, DOC_SESSION = 16, 17, 18, _DOC.size
+DOC_KIND, DOC_TIER, DOC_IMPORTANCE, DOC_SESSION = 16, 17, 18, _DOC_BYTES
 
 
 def raw_doc(tx: Tx, docno: int) -> bytes | None:
@@ -144,70 +384,147 @@ def raw_doc(tx: Tx, docno: int) -> bytes | None:
 
 
 def doc(tx: Tx, docno: int) -> Doc | None:
-    raw = tx.txn.get(docno_key(docno), db=tx.db(DOCS))
+    raw = raw_doc(tx, docno)
     if raw is None:
         return None
-    mid, kind, tier, imp, ts = _DOC.unpack_from(raw)
-    return Doc(to_str(mid), KINDS[kind], TIERS[tier], imp, ts, raw[_DOC.size:].decode("utf-8"))
+    if len(raw) < _DOC_BYTES or raw[DOC_KIND] >= len(KINDS) or raw[DOC_TIER] >= len(TIERS):
+        raise CorruptStoreError("a search document record could not be decoded")
+    return Doc(to_str(raw[:_DOC_ID]), KINDS[raw[DOC_KIND]], TIERS[raw[DOC_TIER]], raw[DOC_IMPORTANCE],
+               int.from_bytes(raw[19:27], "big"), raw[_DOC_BYTES:].decode("utf-8"))
 
 
-def _field(tx: Tx, docno: int, f: int, texts: list[str], sign: int, deltas: dict[str, int]) -> None:
-    """Add (sign=+1) or remove (sign=-1) one field's postings and whole-text rows."""
-    op = tx.txn.put if sign > 0 else tx.txn.delete
-    postings, doc_postings, exact = tx.db(POSTINGS), tx.db(DOC_POSTINGS), tx.db(EXACT)
-    length, entries = _postings(docno, f, texts)
-    for key, impact, docpost in entries:
-        op(key, impact, db=postings)
-        op(key, docpost, db=doc_postings)
-    dk = docno_key(docno)
-    for text in dict.fromkeys(texts):
-        op(exact_key(f, text), dk, db=exact)
-    name = FIELDS[f]
-    deltas[f"len_{name}"] = deltas.get(f"len_{name}", 0) + sign * length
-    deltas[f"n_{name}"] = deltas.get(f"n_{name}", 0) + sign * (1 if texts else 0)
+# ------------------------------------------------------- index operations
+class _Bulk:
+    """A replay's index work kept in memory (see the module docstring)."""
+
+    def __init__(self, tx: Tx) -> None:
+        self.tx = tx
+        self.pending: dict[int, list] = {}
+        self.merged: dict[int, list] = {}          # merged, not yet written
+        with tx.txn.cursor(db=tx.db(PENDING)) as cur:
+            self.pending.update((int.from_bytes(k, "big"), _decode_record(v)) for k, v in cur)
+        tx.txn.drop(tx.db(PENDING), delete=False)
+        tx.at_flush(self.finish)
+
+    def index(self, docno: int, rec: list) -> None:
+        self.pending[docno] = rec
+        if len(self.pending) >= MERGE_AT:
+            self.merged.update(self.pending)
+            self.pending.clear()
+            if len(self.merged) >= BULK_HOLD:
+                self._write_merged()
+
+    def _write_merged(self) -> None:
+        _add_to_main(self.tx, sorted(self.merged.items()))
+        self.merged.clear()
+
+    def finish(self) -> None:
+        self._write_merged()
+        handle = self.tx.db(PENDING)
+        with self.tx.txn.cursor(db=handle) as cur:
+            cur.putmulti(sorted((docno_key(d), codec.dumps(r)) for d, r in self.pending.items()))
+        self.pending.clear()
 
 
-def _rows(tx: Tx, docno: int, msg: Message, sign: int) -> None:
-    """Add or remove the message's facet entries and its ``docs`` row."""
-    txn, dk = tx.txn, docno_key(docno)
-    op, facets = (txn.put if sign > 0 else txn.delete), tx.db(FACETS)
-    for key in facet_keys(msg):
-        op(key, dk, db=facets)
-    if sign > 0:
-        txn.put(dk, _doc_value(msg), db=tx.db(DOCS))
+def _bulk(tx: Tx) -> _Bulk | None:
+    if not tx.memo.get("bulk"):
+        return None
+    found = tx.memo.get("terms.bulk")
+    if found is None:
+        found = tx.memo["terms.bulk"] = _Bulk(tx)
+    return found
+
+
+def _held(tx: Tx, docno: int) -> tuple[list | None, bool]:
+    """(record, pending) of a document not merged into the tree yet, else (None, False)."""
+    bulk = _bulk(tx)
+    if bulk is not None:
+        for where, pend in ((bulk.pending, True), (bulk.merged, False)):
+            if docno in where:
+                return where[docno], pend
+        return None, False
+    raw = tx.txn.get(docno_key(docno), db=tx.db(PENDING))
+    return (None, False) if raw is None else (_decode_record(raw), True)
+
+
+def _store_held(tx: Tx, docno: int, rec: list | None, pend: bool) -> None:
+    bulk = _bulk(tx)
+    if bulk is not None:
+        where = bulk.pending if pend else bulk.merged
+        if rec is None:
+            del where[docno]
+        else:
+            where[docno] = rec
+    elif rec is None:
+        tx.txn.delete(docno_key(docno), db=tx.db(PENDING))
     else:
-        txn.delete(dk, db=tx.db(DOCS))
+        tx.txn.put(docno_key(docno), codec.dumps(rec), db=tx.db(PENDING))
 
 
-def _apply(tx: Tx, docno: int, msg: Message, sign: int) -> None:
-    """Index (sign=+1) or unindex (sign=-1) one message version."""
-    deltas: dict[str, int] = {}
-    for f, texts in enumerate(field_texts(msg)):
-        _field(tx, docno, f, texts, sign, deltas)
-    _rows(tx, docno, msg, sign)
-    stats.add(tx, **deltas)
+def _count(deltas: dict[str, int], rec: list, sign: int, fields=range(len(FIELDS))) -> None:
+    for f in fields:
+        name = FIELDS[f]
+        deltas[f"len_{name}"] = deltas.get(f"len_{name}", 0) + sign * rec[f][0]
+        deltas[f"n_{name}"] = deltas.get(f"n_{name}", 0) + sign * (1 if rec[f][3] else 0)
 
 
 def index(tx: Tx, docno: int, msg: Message) -> None:
-    _apply(tx, docno, msg, +1)
+    rec = record_of(msg)
+    tx.txn.put(docno_key(docno), _doc_value(msg), db=tx.db(DOCS))
+    deltas: dict[str, int] = {}
+    _count(deltas, rec, +1)
+    stats.add(tx, **deltas)
+    bulk = _bulk(tx)
+    if bulk is not None:
+        bulk.index(docno, rec)
+        return
+    handle = tx.db(PENDING)
+    tx.txn.put(docno_key(docno), codec.dumps(rec), db=handle)
+    if tx.txn.stat(handle)["entries"] >= MERGE_AT:
+        with tx.txn.cursor(db=handle) as cur:
+            records = [(int.from_bytes(k, "big"), _decode_record(v)) for k, v in cur]
+        tx.txn.drop(handle, delete=False)
+        _add_to_main(tx, records)
 
 
 def unindex(tx: Tx, docno: int, msg: Message) -> None:
-    _apply(tx, docno, msg, -1)
+    rec, pend = _held(tx, docno)
+    if rec is not None:
+        _store_held(tx, docno, None, pend)
+    else:
+        rec = record_of(msg)
+        _remove_fields(tx, docno, rec, range(len(FIELDS)))
+        _delete_dups(tx, FACETS, ((k, docno_key(docno)) for k in rec[3]))
+    tx.txn.delete(docno_key(docno), db=tx.db(DOCS))
+    deltas: dict[str, int] = {}
+    _count(deltas, rec, -1)
+    stats.add(tx, **deltas)
 
 
 def reindex(tx: Tx, docno: int, old: Message, new: Message, content_changed: bool) -> None:
-    """Move an updated message's rows from ``old`` to ``new``, touching only the
-    fields that changed: the same bytes as unindex + index, without re-tokenizing
-    an unchanged content (whose text is then not looked at)."""
+    """Move an updated message's index entries from ``old`` to ``new``, touching
+    only the fields that changed: the same bytes as unindex + index would leave
+    in the tree, without re-tokenizing an unchanged content."""
+    changed = [f for f, (was, now) in enumerate(zip(field_texts(old), field_texts(new)))
+               if (f or content_changed) and was != now]
+    before, after = record_of(old, changed), record_of(new, changed)
     deltas: dict[str, int] = {}
-    for f, (was, now) in enumerate(zip(field_texts(old), field_texts(new))):
-        if (f == 0 and not content_changed) or was == now:
-            continue
-        _field(tx, docno, f, was, -1, deltas)
-        _field(tx, docno, f, now, +1, deltas)
-    _rows(tx, docno, old, -1)
-    _rows(tx, docno, new, +1)
+    _count(deltas, before, -1, changed)
+    _count(deltas, after, +1, changed)
+    tx.txn.put(docno_key(docno), _doc_value(new), db=tx.db(DOCS))
+    rec, pend = _held(tx, docno)
+    if rec is not None:
+        for f in changed:
+            rec[f] = after[f]
+        rec[3] = after[3]
+        _store_held(tx, docno, rec, pend)
+    else:
+        _remove_fields(tx, docno, before, changed)
+        _add_fields(tx, docno, after, changed)
+        dk = docno_key(docno)
+        gone, came = set(before[3]), set(after[3])
+        _delete_dups(tx, FACETS, ((k, dk) for k in sorted(gone - came)))
+        _put_dups(tx, FACETS, [(k, dk) for k in sorted(came - gone)])
     if deltas:
         stats.add(tx, **deltas)
 
@@ -216,6 +533,8 @@ class FacetFilter:
     """Search filters answered from the facet lists: the shortest list that
     applies (built into a set of docnos when small enough), plus a per-document
     check, on the ``docs`` bytes, of whatever that list does not settle.
+    Pending documents are not in the facet lists yet: :meth:`passes_pending`
+    checks their record's facet keys instead.
 
     A condition every live message meets (``kinds`` naming every kind in use,
     say) filters nothing and is dropped.
@@ -228,9 +547,11 @@ class FacetFilter:
         self.size = -1                       # -1: nothing to filter
         self._docs: dict[int, Doc | None] = {}
         self._verdicts: dict[int, bool] = {}
+        conditions = self._conditions()
+        self._any = [frozenset(keys) for _, keys in conditions]
         with tx.txn.cursor(db=tx.db(FACETS)) as cur:
             sized = [(sum(cur.count() if cur.set_key(k) else 0 for k in keys), name, keys)
-                     for name, keys in self._conditions()]
+                     for name, keys in conditions]
         sized = [c for c in sized if c[0] < n_docs or c[0] == 0]
         self._pending = {name for _, name, _ in sized}
         if sized:
@@ -254,8 +575,11 @@ class FacetFilter:
         out.extend((("tag", t), [b"g" + t.encode("utf-8")]) for t in dict.fromkeys(f.tags))
         return out
 
+    def passes_pending(self, record: Pending) -> bool:
+        return all(not keys.isdisjoint(record.facets) for keys in self._any)
+
     def materialize(self, limit: int) -> bool:
-        """Build the set of allowed docnos when it has at most ``limit``."""
+        """Build the set of allowed (merged) docnos when it has at most ``limit``."""
         if self.size < 0 or self.size > limit:
             return False
         allowed: set[int] = set()
@@ -274,6 +598,7 @@ class FacetFilter:
         return self._docs[docno]
 
     def passes(self, docno: int) -> bool:
+        """Whether a merged document passes."""
         if self.allowed is not None and docno not in self.allowed:
             return False
         if not self.checks:

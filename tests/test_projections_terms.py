@@ -12,8 +12,11 @@ def found(service, query: str) -> list[str]:
 
 
 def postings_of(service, field: int, term: str) -> int:
+    """The term's postings in the merged lists plus the pending records holding it."""
+    prefix = terms.list_prefix(field, term)
     with service.store.read() as tx, tx.txn.cursor(db=tx.db(terms.POSTINGS)) as cur:
-        return cur.count() if cur.set_key(terms.posting_key(field, term)) else 0
+        merged = sum(terms.chunk_count(v) for k, v in cur if k.startswith(prefix))
+        return merged + sum(term in p.tfs[field] for p in terms.pending(tx))
 
 
 def test_a_metadata_only_update_moves_tags_and_summary_and_keeps_the_content_indexed_once(service):

@@ -288,12 +288,12 @@ async def test_damaged_read_models_are_found_by_verify_and_repaired_by_convmem_r
 
     healthy = await snapshot()
     delete_raw(store_path, b"history", first_key(store_path, b"history", b"s0\x00"))
-    delete_raw(store_path, b"postings", first_key(store_path, b"postings"))
-    delete_raw(store_path, b"postings", first_key(store_path, b"postings"))
+    delete_raw(store_path, b"pending", first_key(store_path, b"pending"))   # a small store's
+    delete_raw(store_path, b"pending", first_key(store_path, b"pending"))   # index is all pending
     assert await snapshot() != healthy                 # the damage shows ...
     verify = run("-m", "tools.replay", store_path, "--verify")
     assert verify.returncode == 1                      # ... and verify finds it
-    assert "'history'" in verify.stderr and "'postings'" in verify.stderr
+    assert "'history'" in verify.stderr and "'pending'" in verify.stderr
     repair = run("-m", "server.cli", "replay", "--store", store_path)
     assert repair.returncode == 0, repair.stderr
     assert run("-m", "tools.replay", store_path, "--verify").returncode == 0

@@ -60,30 +60,18 @@ QUERIES = ["status", "weekly status", "zebra status report", "item7 weekly", "re
 @pytest.mark.parametrize("query", QUERIES)
 def test_pruned_evaluation_gives_exactly_the_exhaustive_top_k(big, monkeypatch, query):
     pruned = ranked(big, query)
-    monkeypatch.setattr(search, "FIRST_BLOCK", 10**6)   # every list read whole in one block
+    monkeypatch.setattr(search, "PRUNE", False)        # every list read whole
     assert pruned == ranked(big, query)
 
 
-def test_a_common_word_is_not_read_to_the_end(big, monkeypatch):
-    read: dict[bytes, int] = {}
-    real = search._read_block
-
-    def counting(lst, acc, allowed):
-        n = real(lst, acc, allowed)
-        read[lst.key] = read.get(lst.key, 0) + n
-        return n
-    monkeypatch.setattr(search, "_read_block", counting)
-    for limit in (3, 10):
-        read.clear()
-        assert len(ranked(big, "zebra status", limit=limit)) == limit
-        assert read[b"\x00zebra"] == 4
-        assert read.get(b"\x00status", 0) < 600      # a head of "status", not its 600 postings
-
-
-def test_the_read_budget_still_returns_the_best_matches(big, monkeypatch):
-    exact = ranked(big, "zebra weekly report")
-    monkeypatch.setattr(search, "READ_BUDGET", 40)
-    assert ranked(big, "zebra weekly report")[:2] == exact[:2]
+@pytest.mark.parametrize("limit", [1, 3])
+def test_a_common_word_is_only_probed_once_rare_ones_settle_the_top(big, limit):
+    trace = search.Trace()
+    with big.store.read() as tx:
+        hits = search.search(tx, "zebra status", Filters(), limit, trace)
+    assert len(hits) == limit and trace.path == "top-k"
+    assert trace.postings > 600 - trace.pending        # "status" is in every merged message ...
+    assert trace.read < 10 and 0 < trace.probes <= 4   # ... but only zebra's 4 are looked up
 
 
 def test_replay_rebuilds_the_search_index_byte_for_byte(store_path):

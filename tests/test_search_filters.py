@@ -62,9 +62,9 @@ def crowd(service):
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Counts per-document lookups and impact-ordered reads made by the ranker."""
+    """Counts per-document lookups and whole-list reads made by the ranker."""
     counts = {"doc": 0, "blocks": 0}
-    real_doc, real_block = terms.doc, search._read_block
+    real_doc, real_block = terms.doc, search._List.postings
 
     def doc(tx, docno):
         counts["doc"] += 1
@@ -74,7 +74,7 @@ def counted(monkeypatch):
         counts["blocks"] += 1
         return real_block(*args)
     monkeypatch.setattr(terms, "doc", doc)
-    monkeypatch.setattr(search, "_read_block", block)
+    monkeypatch.setattr(search._List, "postings", block)
     return counts
 
 
@@ -88,7 +88,7 @@ def test_a_selective_filter_is_answered_from_its_index(crowd, counted, flt):
     counted.update(doc=0, blocks=0)
     got = ids(svc, "deploy", flt)
     assert got and set(got) <= set(expected)
-    assert counted["blocks"] == 0                 # no impact-ordered scan of "deploy"
+    assert counted["blocks"] == 0                 # "deploy" is not read whole
     assert counted["doc"] <= len(got)             # only the results are looked up
 
 
