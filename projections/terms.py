@@ -44,9 +44,12 @@ from __future__ import annotations
 import hashlib
 import sys
 from array import array
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
-from itertools import accumulate
+from functools import partial
+from itertools import accumulate, repeat
+from operator import sub
 from typing import Iterator
 
 from eventstore import codec
@@ -121,13 +124,14 @@ def _unpacked(code: str, raw) -> array:
     return arr
 
 
-def encode_chunk(docnos: list[int], tfs: list[int], lengths: list[int]) -> bytes:
+def encode_chunk(docnos: list[int], tfs: list[int] | None, lengths: list[int]) -> bytes:
     """One byte of widths, then the n−1 docno gaps, the tfs (left out when all
-    are 1) and the lengths, each array in the narrowest width that holds it."""
-    gaps = [b - a for a, b in zip(docnos, docnos[1:])]
+    are 1; ``None`` says so) and the lengths, each array in the narrowest width
+    that holds it."""
+    gaps = list(map(sub, docnos[1:], docnos[:-1]))
     top = max(gaps, default=0)
     g = 0 if top < 1 << 8 else 1 if top < 1 << 16 else 2 if top < 1 << 32 else 3
-    ones = all(tf == 1 for tf in tfs)
+    ones = tfs is None or tfs.count(1) == len(tfs)
     wide = max(lengths) > 255
     head = bytes((g | (0 if ones else 4) | (8 if wide else 0),))
     return (head + _packed(_GAP_CODES[g], gaps) + (b"" if ones else bytes(tfs))
@@ -158,29 +162,35 @@ def chunk_count(raw: bytes) -> int:
     return (len(raw) - 1 + wg) // (wg + ((code >> 2) & 1) + (2 if code & 8 else 1))
 
 
-def _rechunk(postings: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
-    """Cut sorted (docno, tf, length) postings into encoded chunks: (start, value).
-    The first posting always starts one, as a list's first or a boundary does."""
-    out, cut = [], 0
-    for i in range(1, len(postings) + 1):
-        if i == len(postings) or boundary(postings[i][0]):
-            part = postings[cut:i]
-            out.append((part[0][0], encode_chunk([p[0] for p in part], [p[1] for p in part],
-                                                 [p[2] for p in part])))
-            cut = i
+def _chunked(prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int],
+             bounds: set[int] | None = None) -> list[tuple[bytes, bytes]]:
+    """Sorted postings of one list cut into (key, encoded chunk): the first
+    posting always starts a chunk, as a list's first or a boundary does.
+    ``bounds``, when given, holds every boundary among ``docnos``."""
+    if bounds is None:
+        cut = _CUT
+        starts = [i for i, d in enumerate(docnos) if (d * _GOLDEN) & _MASK64 < cut and i]
+    else:
+        starts = sorted(i for i in map(partial(bisect_left, docnos), bounds.intersection(docnos)) if i)
+    out = []
+    for i, j in zip([0, *starts], [*starts, len(docnos)]):
+        out.append((prefix + docno_key(docnos[i]),
+                    encode_chunk(docnos[i:j], None if tfs is None else tfs[i:j], lengths[i:j])))
     return out
 
 
-def _merge_list(cur, prefix: bytes, add: list[tuple[int, int, int]], remove: set[int]) -> None:
-    """Add and remove postings of one list, rewriting only the chunks they touch.
+def _merge_list(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int],
+                remove: set[int], bounds: set[int] | None = None) -> None:
+    """Add (sorted) and remove postings of one list, rewriting only the chunks
+    they touch.
 
     The run rewritten starts at the chunk holding the smallest docno involved
     (or the list's first chunk), one earlier when removing (a removed first
     posting may join its chunk to the previous one), and ends with the chunk
     holding the largest; the chunk after it starts at a boundary and stays.
     """
-    involved = [p[0] for p in add] + list(remove)
-    low, high = min(involved), max(involved)
+    low = min(docnos[0] if docnos else _MASK64, min(remove, default=_MASK64))
+    high = max(docnos[-1] if docnos else 0, max(remove, default=0))
     _to_run_start(cur, prefix, prefix + docno_key(low), bool(remove))
     run: dict[bytes, bytes] = {}
     key = cur.key()
@@ -189,14 +199,19 @@ def _merge_list(cur, prefix: bytes, add: list[tuple[int, int, int]], remove: set
         if not cur.next():
             break
         key = cur.key()
-    merged: dict[int, tuple[int, int, int]] = {}
-    for k, raw in run.items():
-        docnos, tfs, lengths = decode_chunk(int.from_bytes(k[-6:], "big"), raw)
-        merged.update((d, (d, t, n)) for d, t, n in zip(docnos, tfs, lengths))
-    for d in remove:
-        merged.pop(d, None)
-    merged.update((p[0], p) for p in add)
-    new = {prefix + docno_key(s): v for s, v in _rechunk(sorted(merged.values()))}
+    if run:
+        merged: dict[int, tuple[int, int]] = {}
+        for k, raw in run.items():
+            old, old_tfs, old_lengths = decode_chunk(int.from_bytes(k[-6:], "big"), raw)
+            merged.update(zip(old, zip(old_tfs, old_lengths)))
+        for d in remove:
+            merged.pop(d, None)
+        merged.update(zip(docnos, zip(tfs or repeat(1), lengths)))
+        docnos = sorted(merged)
+        tfs = [merged[d][0] for d in docnos]
+        lengths = [merged[d][1] for d in docnos]
+        bounds = None                   # the run's own postings were not counted in
+    new = dict(_chunked(prefix, docnos, tfs, lengths, bounds)) if docnos else {}
     for k in run.keys() - new.keys():
         if cur.set_key(k):
             cur.delete()
@@ -221,11 +236,14 @@ def _to_run_start(cur, prefix: bytes, start: bytes, removing: bool) -> None:
 # ------------------------------------------------------------------ records
 def _field_entry(field: int, texts: list[str]) -> list:
     """[length, terms joined by NUL, tfs, whole-text keys] of one field."""
-    toks = [t for text in texts for t in terms(text)]
-    counts = sorted(Counter(toks).items())
-    return [min(len(toks), MAX_LENGTH), "\x00".join(t for t, _ in counts),
-            bytes(min(n, MAX_TF) for _, n in counts),
-            [exact_key(field, text) for text in dict.fromkeys(texts)]]
+    toks = terms(texts[0]) if len(texts) == 1 else [t for text in texts for t in terms(text)]
+    exact = [exact_key(field, text) for text in dict.fromkeys(texts)]
+    if not toks:
+        return [0, "", b"", exact]
+    counts = Counter(toks)                 # terms in order of first occurrence
+    tfs = counts.values()
+    return [min(len(toks), MAX_LENGTH), "\x00".join(counts),
+            bytes(tfs) if max(tfs) <= MAX_TF else bytes(min(n, MAX_TF) for n in tfs), exact]
 
 
 def facet_keys(msg: Message) -> list[bytes]:
@@ -294,34 +312,66 @@ def pending(tx: Tx) -> list[Pending]:
 # ------------------------------------------------------------ main index
 def _add_to_main(tx: Tx, records: list[tuple[int, list]]) -> None:
     """Merge whole records (ascending docno) into postings, exact and facets."""
-    lists: dict[bytes, list[tuple[int, int, int]]] = {}
+    lists = _Lists()
     exact, facets = [], []
     for docno, rec in records:
         dk = docno_key(docno)
         for f in range(len(FIELDS)):
-            _collect(lists, f, docno, rec[f])
+            lists.add(f, docno, rec[f])
             exact.extend((k, dk) for k in rec[f][3])
         facets.extend((k, dk) for k in rec[3])
-    _write_lists(tx, lists, {})
+    lists.write(tx)
     _put_dups(tx, EXACT, exact)
     _put_dups(tx, FACETS, facets)
 
 
-def _collect(lists: dict, field: int, docno: int, entry: list) -> None:
-    length, f = entry[0], bytes((field,))
-    for term, tf in entry_terms(entry):
-        key = f + term.encode("utf-8") + b"\x00"
-        found = lists.get(key)
-        if found is None:
-            lists[key] = [(docno, tf, length)]
-        else:
-            found.append((docno, tf, length))
+class _Lists:
+    """Postings gathered per list in docno order: per field, each term's
+    docnos and its tfs above 1, and each document's field length."""
 
+    def __init__(self) -> None:
+        self.docnos: list[dict[str, list[int]]] = [{} for _ in FIELDS]
+        self.tfs: list[dict[str, dict[int, int]]] = [{} for _ in FIELDS]
+        self.lengths: list[dict[int, int]] = [{} for _ in FIELDS]
+        self.remove: list[dict[str, set[int]]] = [{} for _ in FIELDS]
+        self.bounds: set[int] = set()
 
-def _write_lists(tx: Tx, add: dict[bytes, list], remove: dict[bytes, set[int]]) -> None:
-    with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
-        for prefix in sorted(add.keys() | remove.keys()):
-            _merge_list(cur, prefix, add.get(prefix, []), remove.get(prefix, set()))
+    def add(self, field: int, docno: int, entry: list) -> None:
+        if not entry[1]:
+            return
+        self.lengths[field][docno] = entry[0]
+        if boundary(docno):
+            self.bounds.add(docno)
+        docnos = self.docnos[field]
+        get = docnos.get
+        names = entry[1].split("\x00")
+        for term in names:
+            found = get(term)
+            if found is None:
+                docnos[term] = [docno]
+            else:
+                found.append(docno)
+        if max(entry[2]) > 1:
+            tfs = self.tfs[field]
+            for term, tf in zip(names, entry[2]):
+                if tf > 1:
+                    tfs.setdefault(term, {})[docno] = tf
+
+    def drop(self, field: int, docno: int, entry: list) -> None:
+        for term, _ in entry_terms(entry):
+            self.remove[field].setdefault(term, set()).add(docno)
+
+    def write(self, tx: Tx) -> None:
+        with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
+            for field in range(len(FIELDS)):
+                lists, remove = self.docnos[field], self.remove[field]
+                length_of, tfs = self.lengths[field].__getitem__, self.tfs[field]
+                for term in sorted(lists.keys() | remove.keys()):
+                    docnos = lists.get(term, [])
+                    extra = tfs.get(term)
+                    _merge_list(cur, list_prefix(field, term), docnos,
+                                [extra.get(d, 1) for d in docnos] if extra else None,
+                                list(map(length_of, docnos)), remove.get(term, set()), self.bounds)
 
 
 def _put_dups(tx: Tx, db: str, items: list[tuple[bytes, bytes]]) -> None:
@@ -338,22 +388,21 @@ def _delete_dups(tx: Tx, db: str, items) -> None:
 
 def _remove_fields(tx: Tx, docno: int, rec: list, fields) -> None:
     """Take the given fields of a merged document out of postings and exact."""
-    lists: dict[bytes, set[int]] = {}
+    lists = _Lists()
     dk = docno_key(docno)
     for f in fields:
-        for term, _ in entry_terms(rec[f]):
-            lists[list_prefix(f, term)] = {docno}
+        lists.drop(f, docno, rec[f])
         _delete_dups(tx, EXACT, ((k, dk) for k in rec[f][3]))
-    _write_lists(tx, {}, lists)
+    lists.write(tx)
 
 
 def _add_fields(tx: Tx, docno: int, rec: list, fields) -> None:
-    lists: dict[bytes, list] = {}
+    lists = _Lists()
     dk = docno_key(docno)
     for f in fields:
-        _collect(lists, f, docno, rec[f])
+        lists.add(f, docno, rec[f])
         _put_dups(tx, EXACT, [(k, dk) for k in rec[f][3]])
-    _write_lists(tx, lists, {})
+    lists.write(tx)
 
 
 # ------------------------------------------------------------------ docs

@@ -83,8 +83,9 @@ def bench_writes(path: str, texts: Iterator[str], n: int) -> tuple[float, int]:
     return n / elapsed, raw
 
 
-def fill(path: str, texts: Iterator[str], n: int, batch: int = 500) -> int:
-    """Write ``n`` messages, ``batch`` per transaction (fast set-up); returns raw bytes."""
+def fill(path: str, texts: Iterator[str], n: int, batch: int = 1) -> int:
+    """Write ``n`` messages, ``batch`` per durable transaction (1: as the server
+    writes them, so the size is what a user's store would have); returns raw bytes."""
     svc = MemoryService(path)
     raw = 0
     try:
@@ -133,11 +134,11 @@ def sizes(path: str) -> dict[str, int]:
     return out
 
 
-def run(writes: int, events: int, data: str, workdir: str) -> dict:
+def run(writes: int, events: int, data: str, workdir: str, batch: int = 1) -> dict:
     texts = messages_of(data)
     w_rate, _ = bench_writes(os.path.join(workdir, "writes"), texts, writes)
     big = os.path.join(workdir, "replay")
-    raw = fill(big, texts, events)
+    raw = fill(big, texts, events, batch)
     sz = sizes(big)
     r_rate, replayed = bench_replay(big)
     live = sum(v for k, v in sz.items() if k.startswith("db_"))
@@ -175,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", type=int, default=20000, help="events in the replayed store (default 20000)")
     p.add_argument("--data", default=DEFAULT_DATA, help="LoCoMo JSON to take text from")
     p.add_argument("--keep", default=None, help="directory to build the stores in (kept afterwards)")
+    p.add_argument("--fill-batch", type=int, default=1,
+                   help="messages per transaction when building the replay store (default 1, as "
+                        "the server writes; more is faster to set up but leaves more free pages)")
     p.add_argument("--no-terms", action="store_true",
                    help="diagnostic only: skip the full-text index, to see what it costs")
     args = p.parse_args(argv)
@@ -183,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         terms.index = terms.unindex = lambda *a, **k: None
     workdir = args.keep or tempfile.mkdtemp(prefix="convmem-bench-")
     try:
-        result = run(args.writes, args.events, args.data, workdir)
+        result = run(args.writes, args.events, args.data, workdir, args.fill_batch)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
