@@ -200,22 +200,32 @@ def _merge_list(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, le
             break
         key = cur.key()
     if run:
-        merged: dict[int, tuple[int, int]] = {}
-        for k, raw in run.items():
-            old, old_tfs, old_lengths = decode_chunk(int.from_bytes(k[-6:], "big"), raw)
-            merged.update(zip(old, zip(old_tfs, old_lengths)))
-        for d in remove:
-            merged.pop(d, None)
-        merged.update(zip(docnos, zip(tfs or repeat(1), lengths)))
-        docnos = sorted(merged)
-        tfs = [merged[d][0] for d in docnos]
-        lengths = [merged[d][1] for d in docnos]
-        bounds = None                   # the run's own postings were not counted in
+        docnos, tfs, lengths, bounds = _combined(run, docnos, tfs, lengths, remove, bounds)
     new = dict(_chunked(prefix, docnos, tfs, lengths, bounds)) if docnos else {}
     for k in run.keys() - new.keys():
         if cur.set_key(k):
             cur.delete()
     cur.putmulti(sorted(new.items()))
+
+
+def _combined(run: dict[bytes, bytes], docnos: list[int], tfs: list[int] | None, lengths: list[int],
+              remove: set[int], bounds: set[int] | None) -> tuple:
+    """The run's postings with ``docnos`` added and ``remove`` taken out, and
+    what is known of their boundaries (see :func:`_chunked`)."""
+    chunks = [decode_chunk(int.from_bytes(k[-6:], "big"), raw) for k, raw in run.items()]
+    if len(chunks) == 1 and not remove and docnos and docnos[0] > chunks[0][0][-1]:
+        # appending after the last chunk: its own postings hold no boundary but the first
+        old, old_tfs, old_lengths = chunks[0]
+        return (old + docnos, list(old_tfs) + (tfs or [1] * len(docnos)),
+                old_lengths.tolist() + lengths, bounds)
+    merged: dict[int, tuple[int, int]] = {}
+    for old, old_tfs, old_lengths in chunks:
+        merged.update(zip(old, zip(old_tfs, old_lengths)))
+    for d in remove:
+        merged.pop(d, None)
+    merged.update(zip(docnos, zip(tfs or repeat(1), lengths)))
+    docnos = sorted(merged)
+    return docnos, [merged[d][0] for d in docnos], [merged[d][1] for d in docnos], None
 
 
 def _to_run_start(cur, prefix: bytes, start: bytes, removing: bool) -> None:

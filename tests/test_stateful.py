@@ -21,6 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from eventstore.errors import ConflictError, NotFoundError
 from eventstore.events import KINDS, RELATION_TYPES, Metadata
+from projections import terms
 from projections.search import Filters
 from tools.replay import dump_projections
 
@@ -71,11 +72,15 @@ class StoreMachine(RuleBasedStateMachine):
         self.writes = 0                         # io.write_calls
         self.updates = 0                        # update records since the last compaction
         self.deletes = 0
+        # merge pending search records every 3 writes, cut lists every ~4 docnos
+        self.saved = terms.MERGE_AT, terms._CUT
+        terms.MERGE_AT, terms._CUT = 3, (1 << 64) // 4
 
     def teardown(self) -> None:
         try:
             self.check_replay_equals_live()
         finally:
+            terms.MERGE_AT, terms._CUT = self.saved
             self.svc.close()
             shutil.rmtree(self.dir, ignore_errors=True)
 
