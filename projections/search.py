@@ -321,7 +321,11 @@ def _top_k(lists: list[_List], acc: _Accumulator, keep, k: int, done: set[int],
     extra = [0.0] * _NF
     for lst in order:
         extra[lst.field] += lst.weight
-    need = sorted(d for d in acc.docs() if acc.bound(d, extra) >= theta - EPS)
+    if acc.single():                   # the score is the capped content sum: compare sums
+        floor = theta - EPS - extra[0]
+        need = sorted(d for d, s in acc.sums[0].items() if s >= floor)
+    else:
+        need = sorted(d for d in acc.docs() if acc.bound(d, extra) >= theta - EPS)
     probe = [d for d in need if d not in done]
     for lst in order:
         _read(lst, acc, keep, trace, probe)
