@@ -4,16 +4,20 @@
 persists the last id and every new id is ``max(candidate, last + 1)``, so id
 order is creation order across restarts, processes and clock steps back.
 Ids are kept as 16 big-endian bytes in keys (they sort like the strings).
+The text is the id's 128 bits as 26 Crockford base-32 digits, most significant
+first (two leading zero bits).
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from ulid import ULID
-
 _MAX = (1 << 128) - 1
-_CROCKFORD = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+_DIGITS = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_CROCKFORD = set(_DIGITS)
+_AS_INT_DIGITS = str.maketrans(_DIGITS, "0123456789abcdefghijklmnopqrstuv")   # what int(_, 32) reads
+_PAIRS = [a + b for a in _DIGITS for b in _DIGITS]      # every 10 bits as two digits
+_SHIFTS = range(120, -1, -10)
 
 
 def next_id(last: bytes | None, now_ms: int, randomness: int) -> bytes:
@@ -38,7 +42,7 @@ def to_bytes(text: str) -> bytes:
     """The 16 key bytes of a canonical id (``ValueError`` for anything else)."""
     if not is_canonical(text):
         raise ValueError("not a canonical ULID")
-    return bytes(ULID.from_str(text))
+    return int(text.translate(_AS_INT_DIGITS), 32).to_bytes(16, "big")
 
 
 @lru_cache(maxsize=16384)
@@ -46,4 +50,5 @@ def to_str(raw: bytes) -> str:
     """The canonical text of 16 id bytes (``ValueError`` for any other length)."""
     if len(raw) != 16:
         raise ValueError("an id is 16 bytes")
-    return str(ULID.from_bytes(raw))
+    n = int.from_bytes(raw, "big")
+    return "".join([_PAIRS[(n >> shift) & 1023] for shift in _SHIFTS])
