@@ -40,8 +40,8 @@ def loads(raw: bytes) -> object:
 def metadata_to_list(meta: Metadata) -> list:
     return [list(meta.tags), meta.memory_tier, meta.memory_kind, meta.importance,
             meta.tool_call_id, meta.summary,
-            [[t, to_bytes(m)] for t, m in meta.relations],
-            [to_bytes(m) for m in meta.source_message_ids]]
+            [[t, to_bytes(m)] for t, m in meta.relations] if meta.relations else [],
+            [to_bytes(m) for m in meta.source_message_ids] if meta.source_message_ids else []]
 
 
 def _check(ok: bool) -> None:
