@@ -57,7 +57,7 @@ def to_str(raw: bytes) -> str:
             raise ValueError("an id is 16 bytes")
         n = int.from_bytes(raw, "big")
         text = "".join([_PAIRS[(n >> shift) & 1023] for shift in _SHIFTS])
-        _remember(text, raw)
+        _remember(text, bytes(raw))       # to_bytes returns bytes, whatever came in
     return text
 
 
