@@ -40,8 +40,8 @@ def loads(raw: bytes) -> object:
 def metadata_to_list(meta: Metadata) -> list:
     return [list(meta.tags), meta.memory_tier, meta.memory_kind, meta.importance,
             meta.tool_call_id, meta.summary,
-            [[t, to_bytes(m)] for t, m in meta.relations],
-            [to_bytes(m) for m in meta.source_message_ids]]
+            [[t, to_bytes(m)] for t, m in meta.relations] if meta.relations else [],
+            [to_bytes(m) for m in meta.source_message_ids] if meta.source_message_ids else []]
 
 
 def _check(ok: bool) -> None:
@@ -53,8 +53,14 @@ def _str_or_none(value: object) -> bool:
     return value is None or isinstance(value, str)
 
 
+_DEFAULT_METADATA = Metadata()
+_DEFAULT_METADATA_LIST = metadata_to_list(_DEFAULT_METADATA)
+
+
 def metadata_from_list(raw: list) -> Metadata:
     """Decode stored metadata, checking every field's type (never trust the bytes)."""
+    if type(raw) is list and raw == _DEFAULT_METADATA_LIST and type(raw[3]) is int:
+        return _DEFAULT_METADATA       # the usual value; ``==`` alone would take 50.0 for 50
     tags, tier, kind, importance, tool_call_id, summary, rels, sources = raw
     _check(isinstance(tags, list) and all(isinstance(t, str) for t in tags)
            and isinstance(tier, str) and isinstance(kind, str) and type(importance) is int
@@ -99,10 +105,11 @@ def decode_event(raw: bytes) -> Event:
     Every event starts with the CRC-32 of its CBOR body, so a changed byte is
     reported instead of served.
     """
-    if len(raw) < _CRC.size or _CRC.unpack_from(raw)[0] != zlib.crc32(memoryview(raw)[_CRC.size:]):
+    body = raw[_CRC.size:]
+    if len(raw) < _CRC.size or _CRC.unpack_from(raw)[0] != zlib.crc32(body):
         raise CorruptStoreError("an event in the log failed its checksum")
     try:
-        tag, version, payload = loads(bytes(memoryview(raw)[_CRC.size:]))
+        tag, version, payload = loads(body)
         if version != 1:
             raise ValueError("unknown schema version")
         if tag == MessageWritten.TYPE:

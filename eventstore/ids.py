@@ -4,16 +4,21 @@
 persists the last id and every new id is ``max(candidate, last + 1)``, so id
 order is creation order across restarts, processes and clock steps back.
 Ids are kept as 16 big-endian bytes in keys (they sort like the strings).
+The text is the id's 128 bits as 26 Crockford base-32 digits, most significant
+first (two leading zero bits).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from ulid import ULID
-
 _MAX = (1 << 128) - 1
-_CROCKFORD = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+_DIGITS = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_CROCKFORD = set(_DIGITS)
+_AS_INT_DIGITS = str.maketrans(_DIGITS, "0123456789abcdefghijklmnopqrstuv")   # what int(_, 32) reads
+_PAIRS = [a + b for a in _DIGITS for b in _DIGITS]      # every 10 bits as two digits
+_SHIFTS = range(120, -1, -10)
+_CACHED = 16384                          # conversions remembered (both ways; dropped when full)
+_bytes_of: dict[str, bytes] = {}
+_text_of: dict[bytes, str] = {}
 
 
 def next_id(last: bytes | None, now_ms: int, randomness: int) -> bytes:
@@ -33,17 +38,33 @@ def is_canonical(text: object) -> bool:
     return set(text) <= _CROCKFORD
 
 
-@lru_cache(maxsize=16384)
 def to_bytes(text: str) -> bytes:
     """The 16 key bytes of a canonical id (``ValueError`` for anything else)."""
-    if not is_canonical(text):
-        raise ValueError("not a canonical ULID")
-    return bytes(ULID.from_str(text))
+    raw = _bytes_of.get(text)
+    if raw is None:
+        if not is_canonical(text):
+            raise ValueError("not a canonical ULID")
+        raw = int(text.translate(_AS_INT_DIGITS), 32).to_bytes(16, "big")
+        _remember(text, raw)
+    return raw
 
 
-@lru_cache(maxsize=16384)
 def to_str(raw: bytes) -> str:
     """The canonical text of 16 id bytes (``ValueError`` for any other length)."""
-    if len(raw) != 16:
-        raise ValueError("an id is 16 bytes")
-    return str(ULID.from_bytes(raw))
+    text = _text_of.get(raw)
+    if text is None:
+        if len(raw) != 16:
+            raise ValueError("an id is 16 bytes")
+        n = int.from_bytes(raw, "big")
+        text = "".join([_PAIRS[(n >> shift) & 1023] for shift in _SHIFTS])
+        _remember(text, bytes(raw))       # to_bytes returns bytes, whatever came in
+    return text
+
+
+def _remember(text: str, raw: bytes) -> None:
+    """Cache a conversion both ways: an id read from a record is soon a key again."""
+    if len(_bytes_of) >= _CACHED:
+        _bytes_of.clear()
+        _text_of.clear()
+    _bytes_of[text] = raw
+    _text_of[raw] = text

@@ -8,6 +8,7 @@ read models byte for byte.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from eventstore.codec import dumps, metadata_to_list
 from eventstore.errors import CorruptStoreError
@@ -19,7 +20,9 @@ from . import history, messages, relations, sessions, stats, terms
 SCHEMA_VERSION = 3
 
 
+@lru_cache(maxsize=4096)
 def _metadata_bytes(meta) -> int:
+    """The encoded size of a metadata value (values repeat a lot: cached by value)."""
     return len(dumps(metadata_to_list(meta)))
 
 

@@ -5,16 +5,22 @@ started_at, last_message_at]``.  ``session_order``: 8-byte ``started_at`` +
 ``session_id`` → empty, the stable order of the sessions view.  The
 representative summary is not stored: it is read from the session's latest
 live message (the last key of its history range) when asked for.
+
+Within a write transaction each touched entry is decoded once and kept in the
+transaction's memo with the id of its newest message, so a message newer than
+that needs no history lookup; the entry is written once, when the transaction
+flushes (at once when it is created or deleted, so the entry count is right).
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from typing import Iterator
 
 from eventstore import codec
 from eventstore.events import KINDS
-from eventstore.store import Tx
+from eventstore.store import Tx, WriteTx
 
 from . import history, messages
 
@@ -24,7 +30,20 @@ SPECS = {DB: {}, ORDER: {}}
 _TS = struct.Struct(">Q")
 
 
+@dataclass(slots=True)
+class _Open:
+    """An entry being changed in a write transaction, with the id of the
+    session's newest message (None until known)."""
+
+    entry: list
+    newest: str | None = None
+
+
 def get(tx: Tx, session_id: str) -> list | None:
+    opened = tx.memo.get(DB, {}).get(session_id)
+    if opened is not None:
+        count, kinds, started, last = opened.entry
+        return [count, list(kinds), started, last] if count else None
     raw = tx.txn.get(session_id.encode("utf-8"), db=tx.db(DB))
     return None if raw is None else codec.loads(raw)
 
@@ -37,54 +56,72 @@ def split_order_key(k: bytes) -> tuple[int, str]:
     return _TS.unpack(k[:8])[0], k[8:].decode("utf-8")
 
 
-def _entry(tx: Tx, session_id: str) -> list:
-    return get(tx, session_id) or [0, [0] * len(KINDS), None, None]
+def _open(tx: WriteTx, session_id: str) -> _Open:
+    memo = tx.memo.setdefault(DB, {})
+    opened = memo.get(session_id)
+    if opened is None:
+        raw = tx.txn.get(session_id.encode("utf-8"), db=tx.db(DB))
+        entry = codec.loads(raw) if raw is not None else [0, [0] * len(KINDS), None, None]
+        opened = memo[session_id] = _Open(entry)
+    return opened
 
 
-def _store(tx: Tx, session_id: str, entry: list, old_start: int | None) -> None:
-    count, _, started, _ = entry
+def _store(tx: WriteTx, session_id: str, opened: _Open, old_count: int, old_start: int | None) -> None:
+    count, _, started, _ = opened.entry
     key = session_id.encode("utf-8")
     if old_start != started or not count:
         if old_start is not None:
             tx.txn.delete(order_key(old_start, session_id), db=tx.db(ORDER))
         if count:
             tx.txn.put(order_key(started, session_id), b"", db=tx.db(ORDER))
-    if count:
-        tx.txn.put(key, codec.dumps(entry), db=tx.db(DB))
-    else:
+    if not count:
+        tx.deferred.pop((DB, key), None)      # a pending write must not bring it back
         tx.txn.delete(key, db=tx.db(DB))
+        return
+    if not old_count:
+        tx.txn.put(key, codec.dumps(opened.entry), db=tx.db(DB))
+    tx.defer_put(DB, key, lambda: codec.dumps(opened.entry))
 
 
-def added(tx: Tx, session_id: str, message_id: str, timestamp: int, kind: str) -> None:
+def added(tx: WriteTx, session_id: str, message_id: str, timestamp: int, kind: str) -> None:
     """Count a message that ``history`` already lists under the session."""
-    count, kinds, started, last = _entry(tx, session_id)
+    opened = _open(tx, session_id)
+    count, kinds, started, last = opened.entry
     kinds[KINDS.index(kind)] += 1
-    first_id, last_id = history.first_last(tx, session_id)
-    entry = [count + 1, kinds, timestamp if first_id == message_id else started,
-             timestamp if last_id == message_id else last]
-    _store(tx, session_id, entry, started)
+    if opened.newest is not None and message_id > opened.newest:
+        first_id, last_id = None, message_id    # newer than the newest: the last, not the first
+    else:
+        first_id, last_id = history.first_last(tx, session_id)
+    opened.entry = [count + 1, kinds, timestamp if first_id == message_id else started,
+                    timestamp if last_id == message_id else last]
+    opened.newest = last_id
+    _store(tx, session_id, opened, count, started)
 
 
-def removed(tx: Tx, session_id: str, message_id: str, kind: str) -> None:
+def removed(tx: WriteTx, session_id: str, message_id: str, kind: str) -> None:
     """Uncount a message already gone from ``history`` and ``messages``."""
-    count, kinds, started, last = _entry(tx, session_id)
+    opened = _open(tx, session_id)
+    count, kinds, started, last = opened.entry
     kinds[KINDS.index(kind)] -= 1
     ends = history.first_last(tx, session_id)
     if ends is None:
-        _store(tx, session_id, [0, kinds, None, None], started)
+        opened.entry, opened.newest = [0, kinds, None, None], None
+        _store(tx, session_id, opened, count, started)
         return
     first_id, last_id = ends        # ids sort like creation: an end moved iff it was removed
-    entry = [count - 1, kinds,
-             messages.timestamp(tx, first_id) if message_id < first_id else started,
-             messages.timestamp(tx, last_id) if message_id > last_id else last]
-    _store(tx, session_id, entry, started)
+    opened.entry = [count - 1, kinds,
+                    messages.timestamp(tx, first_id) if message_id < first_id else started,
+                    messages.timestamp(tx, last_id) if message_id > last_id else last]
+    opened.newest = last_id
+    _store(tx, session_id, opened, count, started)
 
 
-def rekinded(tx: Tx, session_id: str, old_kind: str, new_kind: str) -> None:
-    entry = _entry(tx, session_id)
-    entry[1][KINDS.index(old_kind)] -= 1
-    entry[1][KINDS.index(new_kind)] += 1
-    tx.txn.put(session_id.encode("utf-8"), codec.dumps(entry), db=tx.db(DB))
+def rekinded(tx: WriteTx, session_id: str, old_kind: str, new_kind: str) -> None:
+    opened = _open(tx, session_id)
+    kinds = opened.entry[1]
+    kinds[KINDS.index(old_kind)] -= 1
+    kinds[KINDS.index(new_kind)] += 1
+    tx.defer_put(DB, session_id.encode("utf-8"), lambda: codec.dumps(opened.entry))
 
 
 def ordered(tx: Tx, after_key: bytes | None) -> Iterator[tuple[bytes, str]]:

@@ -74,6 +74,9 @@ _KATAKANA_LONG = re.compile(r"(?<=[\u30a1-\u30fa\u30fc-\u30ff]{3})ー(?![\u30a1-
 _STEMMABLE = re.compile(r"[a-z']+")
 _TRANSLATE = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "・": None})
 _LOCAL = threading.local()              # PyStemmer objects are not thread-safe
+_PIECE_TERMS: dict[str, tuple[str, ...]] = {}   # whitespace-free piece -> its terms
+_CACHED_PIECES = 16384                  # (a few MB) the cache is dropped whole when full
+_CACHED_PIECE_CHARS = 64                # longer pieces are rare: not cached
 
 # The Snowball English stopword list (snowballstem.org), plus can/will/just.
 STOPWORDS = frozenset("""
@@ -162,9 +165,13 @@ def _run(chunk: str) -> Iterator[tuple[str, str]]:
         yield bounded(a + b), GRAM
 
 
+def _normalized(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text)
+    return text if text.isascii() else text.translate(_TRANSLATE)   # it only maps non-ASCII
+
+
 def _chunks(text: str) -> Iterator[tuple[str, bool]]:
-    """(chunk, is an unsegmented run) for each chunk of ``text``."""
-    text = unicodedata.normalize("NFKC", text).translate(_TRANSLATE)
+    """(chunk, is an unsegmented run) for each chunk of ``text`` (normalized)."""
     for m in _CHUNK.finditer(text):
         yield m.group(), m.lastgroup == "run"
 
@@ -175,11 +182,32 @@ def _word_terms(chunk: str) -> tuple[str, ...]:
     return tuple(term for term, _ in _word(chunk))
 
 
-def terms(text: str) -> list[str]:
-    """Every indexable term of ``text``, in order, with repeats."""
+def _piece_terms(piece: str) -> tuple[str, ...]:
     out: list[str] = []
-    for chunk, is_run in _chunks(text):
+    for chunk, is_run in _chunks(piece):
         out.extend(term for term, _ in _run(chunk)) if is_run else out.extend(_word_terms(chunk))
+    return tuple(out)
+
+
+def terms(text: str) -> list[str]:
+    """Every indexable term of ``text``, in order, with repeats.
+
+    No chunk holds whitespace (no character class of ``_CHUNK`` matches a
+    character for which ``str.isspace()`` is true), so the text is cut at
+    whitespace first and the terms of each piece are cached: pieces repeat a
+    lot, and one dictionary lookup is far cheaper than the regular expression.
+    """
+    out: list[str] = []
+    cache = _PIECE_TERMS
+    for piece in _normalized(text).split():
+        found = cache.get(piece)
+        if found is None:
+            found = _piece_terms(piece)
+            if len(piece) <= _CACHED_PIECE_CHARS:
+                if len(cache) >= _CACHED_PIECES:
+                    cache.clear()
+                cache[piece] = found
+        out += found
     return out
 
 
@@ -190,7 +218,7 @@ def query_terms(text: str) -> dict[str, float]:
     run is asked by its bigrams and characters, a one-character run whole.
     """
     tagged: list[tuple[str, str]] = []
-    for chunk, is_run in _chunks(text):
+    for chunk, is_run in _chunks(_normalized(text)):
         if not is_run:
             tagged.extend(_word(chunk))
             continue
