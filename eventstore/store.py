@@ -342,9 +342,11 @@ class EventStore:
         io["flush_calls"] += 1
         w.txn.put(b"io", codec.dumps(io), db=w.db("meta"))
 
-    def _grow(self) -> None:
+    def _grow(self, at_least: int = 0) -> None:
         with self._guard.exclusive():
             size = max(self._env.info()["map_size"] * 2, _INITIAL_MAP)
+            while size < at_least:
+                size *= 2
             if size > _MAX_MAP:
                 raise StoreIOError("writing to the store: the map reached its maximum size")
             self._env.set_mapsize(size)
@@ -409,6 +411,12 @@ class EventStore:
             _put_int(w.txn, w.db("meta"), b"schema_version", self.projector.schema_version)
             w.memo["bulk"] = True       # projectors may batch their work until the flush
             return self._replay_into(w, 1, progress)
+        # the old read models stay until the commit: room for both, so the
+        # replay is not run out of map (and started again) half way
+        info = self._env.info()
+        used = (info["last_pgno"] + 1) * self._env.stat()["psize"]
+        if info["map_size"] < 2 * used + _INITIAL_MAP:
+            self._grow(2 * used + _INITIAL_MAP)
         return self._run(rebuild, "rebuilding the read models")
 
     def _drop_obsolete(self, w: WriteTx) -> None:

@@ -45,7 +45,7 @@ import hashlib
 import sys
 from array import array
 from bisect import bisect_left
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate, repeat
@@ -340,7 +340,7 @@ class _Lists:
     docnos and its tfs above 1, and each document's field length."""
 
     def __init__(self) -> None:
-        self.docnos: list[dict[str, list[int]]] = [{} for _ in FIELDS]
+        self.docnos: list[defaultdict[str, list[int]]] = [defaultdict(list) for _ in FIELDS]
         self.tfs: list[dict[str, dict[int, int]]] = [{} for _ in FIELDS]
         self.lengths: list[dict[int, int]] = [{} for _ in FIELDS]
         self.remove: list[dict[str, set[int]]] = [{} for _ in FIELDS]
@@ -352,15 +352,10 @@ class _Lists:
         self.lengths[field][docno] = entry[0]
         if boundary(docno):
             self.bounds.add(docno)
-        docnos = self.docnos[field]
-        get = docnos.get
+        lists = self.docnos[field]
         names = entry[1].split("\x00")
         for term in names:
-            found = get(term)
-            if found is None:
-                docnos[term] = [docno]
-            else:
-                found.append(docno)
+            lists[term].append(docno)
         if max(entry[2]) > 1:
             tfs = self.tfs[field]
             for term, tf in zip(names, entry[2]):
