@@ -4,7 +4,8 @@ The compacted store is written into ``compact.tmp/`` beside the live file by
 a second environment: its events carry the live messages' current state,
 numbered so that they end at the old last sequence (which therefore never
 goes back), and its meta carries the I/O counters (``replace_calls`` + 1),
-the last id and the cursor secret.  Once synced, ``compact.tmp/data.mdb``
+the last id and the cursor secret; its read models are built by one bulk
+replay after the events are in (each written once, densely).  Once synced, ``compact.tmp/data.mdb``
 replaces ``data.mdb`` by one atomic ``rename``: a crash before it leaves the
 old store whole (the leftover directory is removed on the next open), a crash
 after it the new one.  Freed pages of the old file, and with them the bytes of
@@ -70,6 +71,7 @@ def _write_fresh(store: EventStore, tmp: str, old_last: int, count: int, events:
         written += fresh._run(lambda w: _append_all(w, batch), "compacting the store")
         if written != count:
             raise CorruptStoreError("compaction found a different number of live messages than counted")
+        fresh.rebuild_projections()     # one bulk pass: every read model written once, packed
 
         def finish(w: WriteTx) -> None:
             w.txn.put(b"io", codec.dumps(dict(io, replace_calls=io["replace_calls"] + 1)),
@@ -87,9 +89,8 @@ def _write_fresh(store: EventStore, tmp: str, old_last: int, count: int, events:
 
 
 def _append_all(w: WriteTx, events: list[Event]) -> int:
-    w.memo["bulk"] = True               # as in a replay: projectors may batch until the flush
     for event in events:
-        w.append(event)
+        w.append(event, project=False)
     return len(events)
 
 

@@ -100,8 +100,10 @@ class WriteTx(Tx):
         self.txn.put(b"last_id", raw, db=self.dbs["meta"])
         return ids.to_str(raw)
 
-    def append(self, event: Event) -> int:
-        """Append ``event`` to the log and apply every projector to it."""
+    def append(self, event: Event, project: bool = True) -> int:
+        """Append ``event`` to the log and apply every projector to it (unless
+        ``project`` is False: then the read models fall behind the log until
+        a replay, as compaction does)."""
         raw = codec.encode_event(event)
         if self._next_seq is None:
             self._next_seq = self.store._last_seq(self.txn) + 1
@@ -109,8 +111,9 @@ class WriteTx(Tx):
         if not self.txn.put(codec.seq_key(seq), raw, db=self.dbs["events"], append=True):
             raise CorruptStoreError("the event log's sequence numbers went backwards")
         self._next_seq = seq + 1
-        self.store.projector.apply(self, seq, event, len(raw))
-        self.watermark = seq
+        if project:
+            self.store.projector.apply(self, seq, event, len(raw))
+            self.watermark = seq
         self.appended.append((seq, len(raw)))
         return seq
 

@@ -287,6 +287,8 @@ def _add_whole_matches(tx: Tx, query: str, acc: _Accumulator, fl: terms.FacetFil
 def _read(lst: _List, acc: _Accumulator, keep, trace: Trace, only: list[int] | None = None) -> None:
     """Add ``lst``'s postings: of every document ``keep`` accepts (all when None;
     one already summed was accepted before), or of the sorted ``only`` ones."""
+    if not lst.df:
+        return
     (c, d), w, sums = lst.factor(), lst.weight, acc.sums[lst.field]
     if only is not None and lst.df > PROBE_RATIO * len(only):
         trace.probes += len(only)

@@ -68,7 +68,7 @@ FIELDS = ("content", "summary", "tags")
 # BM25 term-frequency saturation and length normalization (Anserini's defaults).
 K1, B = 0.9, 0.4
 MAX_TF, MAX_LENGTH = 255, 65535
-MERGE_AT = 128          # pending records that trigger a merge
+MERGE_AT = 256          # pending records that trigger a merge
 CHUNK = 128             # one docno in CHUNK is a chunk boundary
 BULK_HOLD = 100_000     # records a bulk replay keeps in memory before writing them
 _MASK64 = (1 << 64) - 1

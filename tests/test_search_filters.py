@@ -51,12 +51,14 @@ def test_filters_or_within_a_category_and_and_across_categories(board):
 
 
 @pytest.fixture
-def crowd(service):
-    """200 messages in session "big" and 3 special ones elsewhere, all about deploys."""
-    for i in range(200):
-        write(service, f"deploy notes {i} for the release", "big")
+def crowd(service, monkeypatch):
+    """3 special messages and 200 in session "big", all about deploys; all but
+    the last 11 merged into the index (the rest pending)."""
+    monkeypatch.setattr(terms, "MERGE_AT", 64)
     special = [write(service, f"deploy decision {i}", f"small-{i % 2}", memory_kind="procedure",
                      importance=95, tags=("rare",)) for i in range(3)]
+    for i in range(200):
+        write(service, f"deploy notes {i} for the release", "big")
     return service, special
 
 
