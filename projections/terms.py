@@ -515,11 +515,14 @@ def _store_held(tx: Tx, docno: int, rec: list | None, pend: bool) -> None:
         tx.txn.put(docno_key(docno), codec.dumps(rec), db=tx.db(PENDING))
 
 
+_STAT_KEYS = tuple((f"len_{name}", f"n_{name}") for name in FIELDS)
+
+
 def _count(deltas: dict[str, int], rec: list, sign: int, fields=range(len(FIELDS))) -> None:
     for f in fields:
-        name = FIELDS[f]
-        deltas[f"len_{name}"] = deltas.get(f"len_{name}", 0) + sign * rec[f][0]
-        deltas[f"n_{name}"] = deltas.get(f"n_{name}", 0) + sign * (1 if rec[f][3] else 0)
+        length, n = _STAT_KEYS[f]
+        deltas[length] = deltas.get(length, 0) + sign * rec[f][0]
+        deltas[n] = deltas.get(n, 0) + (sign if rec[f][3] else 0)
 
 
 def index(tx: Tx, docno: int, msg: Message) -> None:
