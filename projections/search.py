@@ -101,28 +101,6 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     trace = trace if trace is not None else Trace()
     st = stats.read(tx)
     fl = terms.FacetFilter(tx, flt, st["active"])
-    if fl.size == 0:
-        return []
-    lists = _plan(tx, st, query_terms(query))
-    trace.lists, trace.postings = len(lists), sum(lst.df for lst in lists)
-    acc = _Accumulator()
-    walk = fl.materialize(ALLOWED_MAX) and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK
-    _add_whole_matches(tx, query, acc, fl)
-    if walk:
-        trace.path = "walk"
-        _walk(tx, lists, acc, fl.allowed)
-        candidates = acc.docs()
-    else:
-        trace.path = "top-k"
-        candidates = _TopK(tx, lists, acc, fl, limit, trace).run()
-    return _rank(acc, candidates, fl, limit)
-
-
-def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = None) -> list[Hit]:
-    """The best ``limit`` live messages for ``query`` under ``flt``."""
-    trace = trace if trace is not None else Trace()
-    st = stats.read(tx)
-    fl = terms.FacetFilter(tx, flt, st["active"])
     pend = terms.pending(tx)
     trace.pending = len(pend)
     if fl.size == 0 and not pend:
