@@ -274,7 +274,7 @@ def record_of(msg: Message, fields=range(len(FIELDS))) -> list:
 def _decode_record(raw: bytes) -> list:
     try:
         rec = codec.loads(raw)
-        if len(rec) != 4 or not all(len(e) == 4 and len(e[1].split("\x00")) == len(e[2]) or not e[1]
+        if len(rec) != 4 or not all(len(e) == 4 and (not e[1] or len(e[1].split("\x00")) == len(e[2]))
                                     for e in rec[:3]):
             raise ValueError("wrong shape")
         return rec
