@@ -42,6 +42,7 @@ re-reading and re-writing chunks every ``MERGE_AT`` documents.
 from __future__ import annotations
 
 import hashlib
+import struct
 import sys
 from array import array
 from bisect import bisect_left
@@ -76,7 +77,7 @@ _CUT = (1 << 64) // CHUNK
 _GOLDEN = 0x9E3779B97F4A7C15
 _GAP_CODES = "BHIQ"                     # chunk gap widths 1, 2, 4, 8 bytes
 _SWAP = sys.byteorder == "big"          # chunks are little-endian
-_DOC_ID, _DOC_BYTES = 16, 27            # docs value: id, kind, tier, importance, timestamp
+_DOC = struct.Struct(">16sBBBQ")        # docs value: id, kind, tier, importance, timestamp (+ session)
 
 
 def docno_key(docno: int) -> bytes:
@@ -86,11 +87,6 @@ def docno_key(docno: int) -> bytes:
 def list_prefix(field: int, term: str) -> bytes:
     """The key prefix of a term's posting list (terms never contain NUL)."""
     return bytes((field,)) + term.encode("utf-8") + b"\x00"
-
-
-def tf_factor(tf: int, length: int, avg: float) -> float:
-    """BM25's saturating term-frequency factor, in [0, 1)."""
-    return tf / (tf + K1 * (1 - B + B * length / avg))
 
 
 def exact_key(field: int, text: str) -> bytes:
@@ -168,8 +164,7 @@ def _chunked(prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: l
     posting always starts a chunk, as a list's first or a boundary does.
     ``bounds``, when given, holds every boundary among ``docnos``."""
     if bounds is None:
-        cut = _CUT
-        starts = [i for i, d in enumerate(docnos) if (d * _GOLDEN) & _MASK64 < cut and i]
+        starts = [i for i, d in enumerate(docnos) if i and boundary(d)]
     else:
         starts = sorted(i for i in map(partial(bisect_left, docnos), bounds.intersection(docnos)) if i)
     out = []
@@ -423,13 +418,12 @@ class Doc:
 
 def _doc_value(msg: Message) -> bytes:
     m = msg.metadata
-    return (to_bytes(msg.message_id) + bytes((KINDS.index(m.memory_kind), TIERS.index(m.memory_tier),
-                                              m.importance)) + msg.timestamp.to_bytes(8, "big")
-            + msg.session_id.encode("utf-8"))
+    return _DOC.pack(to_bytes(msg.message_id), KINDS.index(m.memory_kind), TIERS.index(m.memory_tier),
+                     m.importance, msg.timestamp) + msg.session_id.encode("utf-8")
 
 
 # Offsets of the filterable fields inside a ``docs`` value (see :func:`raw_doc`).
-DOC_KIND, DOC_TIER, DOC_IMPORTANCE, DOC_SESSION = 16, 17, 18, _DOC_BYTES
+DOC_KIND, DOC_TIER, DOC_IMPORTANCE, DOC_SESSION = 16, 17, 18, _DOC.size
 
 
 def raw_doc(tx: Tx, docno: int) -> bytes | None:
@@ -441,10 +435,10 @@ def doc(tx: Tx, docno: int) -> Doc | None:
     raw = raw_doc(tx, docno)
     if raw is None:
         return None
-    if len(raw) < _DOC_BYTES or raw[DOC_KIND] >= len(KINDS) or raw[DOC_TIER] >= len(TIERS):
+    if len(raw) < _DOC.size or raw[DOC_KIND] >= len(KINDS) or raw[DOC_TIER] >= len(TIERS):
         raise CorruptStoreError("a search document record could not be decoded")
-    return Doc(to_str(raw[:_DOC_ID]), KINDS[raw[DOC_KIND]], TIERS[raw[DOC_TIER]], raw[DOC_IMPORTANCE],
-               int.from_bytes(raw[19:27], "big"), raw[_DOC_BYTES:].decode("utf-8"))
+    mid, kind, tier, imp, ts = _DOC.unpack_from(raw)
+    return Doc(to_str(mid), KINDS[kind], TIERS[tier], imp, ts, raw[_DOC.size:].decode("utf-8"))
 
 
 # ------------------------------------------------------- index operations
