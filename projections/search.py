@@ -3,7 +3,7 @@
 **Scores.**  For each field f the query's terms t (with the tokenizer's query
 weights q_t) give the field score
 
-    s_f = Σ_t q_t · idf_f(t) · tf_factor(tf, len, avg_f)  ÷  Σ_t q_t · idf_f(t)
+    s_f = Σ_t q_t · idf_f(t) · tf / (tf + K1 · (1 − B + B · len / avg_f))  ÷  Σ_t q_t · idf_f(t)
 
 — BM25 (``K1``, ``B`` in :mod:`projections.terms`) divided by what a document
 could at most reach, so s_f < 1.  idf_f(t) = ln(1 + (N_f − df + ½)/(df + ½))
@@ -108,8 +108,9 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     lists = _plan(tx, st, query_terms(query), pend)
     trace.lists, trace.postings = len(lists), sum(lst.df for lst in lists)
     acc = _Accumulator()
-    done = _score_pending(query, lists, pend, fl, acc)
-    _add_whole_matches(tx, query, acc, fl)
+    wholes = [terms.exact_key(f, query) for f in range(_NF)]
+    done = _score_pending(wholes, lists, pend, fl, acc)
+    _add_whole_matches(tx, wholes, acc, fl)
     if fl.materialize(ALLOWED_MAX) and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
         trace.path = "walk"
         only = sorted(fl.allowed)
@@ -229,10 +230,10 @@ class _Accumulator:
         return best[-1] if len(best) >= k else 0.0
 
 
-def _score_pending(query: str, lists: list[_List], pend: list, fl: terms.FacetFilter,
+def _score_pending(wholes: list[bytes], lists: list[_List], pend: list, fl: terms.FacetFilter,
                    acc: _Accumulator) -> set[int]:
-    """Whole scores of the pending documents that pass; returns their docnos."""
-    wholes = [terms.exact_key(f, query) for f in range(_NF)]
+    """Whole scores of the pending documents that pass; returns their docnos.
+    ``wholes`` are the query's whole-text keys, one per field."""
     factors = [lst.factor() for lst in lists]
     done = set()
     for p in pend:
@@ -251,10 +252,10 @@ def _score_pending(query: str, lists: list[_List], pend: list, fl: terms.FacetFi
     return done
 
 
-def _add_whole_matches(tx: Tx, query: str, acc: _Accumulator, fl: terms.FacetFilter) -> None:
+def _add_whole_matches(tx: Tx, wholes: list[bytes], acc: _Accumulator, fl: terms.FacetFilter) -> None:
     with tx.txn.cursor(db=tx.db(terms.EXACT)) as cur:
-        for f in range(_NF):
-            if cur.set_key(terms.exact_key(f, query)):
+        for f, key in enumerate(wholes):
+            if cur.set_key(key):
                 for v in cur.iternext_dup(keys=False):
                     docno = int.from_bytes(v, "big")
                     if fl.passes(docno):
@@ -298,9 +299,7 @@ def _top_k(lists: list[_List], acc: _Accumulator, keep, k: int, done: set[int],
         theta = acc.kth(k)
     if not order:
         return acc.docs()
-    extra = [0.0] * _NF
-    for lst in order:
-        extra[lst.field] += lst.weight
+    extra = _weights(order)
     if acc.single():                   # the score is the capped content sum: compare sums
         floor = theta - EPS - extra[0]
         need = sorted(d for d, s in acc.sums[0].items() if s >= floor)
@@ -312,12 +311,17 @@ def _top_k(lists: list[_List], acc: _Accumulator, keep, k: int, done: set[int],
     return need
 
 
-def _bound(lists: list[_List]) -> float:
-    """The most a document in none of the lists read could score from ``lists``."""
+def _weights(lists: list[_List]) -> list[float]:
+    """Per field, the most ``lists`` can add to a document's sum."""
     per_field = [0.0] * _NF
     for lst in lists:
         per_field[lst.field] += lst.weight
-    return combine(min(PARTIAL_CAP, s) for s in per_field)
+    return per_field
+
+
+def _bound(lists: list[_List]) -> float:
+    """The most a document in none of the lists read could score from ``lists``."""
+    return combine(min(PARTIAL_CAP, s) for s in _weights(lists))
 
 
 # ------------------------------------------------------------------ ranking
