@@ -121,6 +121,10 @@ class WriteTx(Tx):
         """Write ``encode()`` under ``key`` once, at :meth:`flush` (latest call wins)."""
         self.deferred[(db, key)] = encode
 
+    def undefer(self, db: str, key: bytes) -> None:
+        """Drop a deferred put of ``key`` (the caller deleted it meanwhile)."""
+        self.deferred.pop((db, key), None)
+
     def at_flush(self, finish: Callable[[], None]) -> None:
         """Run ``finish()`` at :meth:`flush`, before the deferred puts."""
         self.finishers.append(finish)

@@ -75,7 +75,7 @@ def _store(tx: WriteTx, session_id: str, opened: _Open, old_count: int, old_star
         if count:
             tx.txn.put(order_key(started, session_id), b"", db=tx.db(ORDER))
     if not count:
-        tx.deferred.pop((DB, key), None)      # a pending write must not bring it back
+        tx.undefer(DB, key)                   # a deferred put must not bring it back
         tx.txn.delete(key, db=tx.db(DB))
         return
     if not old_count:
