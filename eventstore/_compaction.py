@@ -5,10 +5,10 @@ a second environment: its events carry the live messages' current state,
 numbered so that they end at the old last sequence (which therefore never
 goes back), and its meta carries the I/O counters (``replace_calls`` + 1),
 the last id and the cursor secret; its read models are built by one bulk
-replay after the events are in (each written once, densely).  Once synced, ``compact.tmp/data.mdb``
-replaces ``data.mdb`` by one atomic ``rename``: a crash before it leaves the
-old store whole (the leftover directory is removed on the next open), a crash
-after it the new one.  Freed pages of the old file, and with them the bytes of
+replay after the events are in (each written once, densely).  Once synced,
+``compact.tmp/data.mdb`` replaces ``data.mdb`` by one atomic ``rename``: a
+crash before it leaves the old store whole (the leftover directory is removed
+on the next open), a crash after it the new one.  Freed pages of the old file, and with them the bytes of
 deleted and superseded text, go with the old file.
 
 The caller (:meth:`EventStore.compact`) holds the store alone.
