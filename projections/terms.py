@@ -42,8 +42,14 @@ re-reading and re-writing chunks every ``MERGE_AT`` documents.
 from __future__ import annotations
 
 import hashlib
+import os
+import pickle
+import queue
 import struct
+import subprocess
 import sys
+import threading
+import weakref
 from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict
@@ -72,6 +78,7 @@ MAX_TF, MAX_LENGTH = 255, 65535
 MERGE_AT = 256          # pending records that trigger a merge
 CHUNK = 128             # one docno in CHUNK is a chunk boundary
 BULK_HOLD = 100_000     # records a bulk replay keeps in memory before writing them
+BUILD_BATCH = 512       # written messages a replay hands the second process at a time
 _MASK64 = (1 << 64) - 1
 _CUT = (1 << 64) // CHUNK
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -474,26 +481,56 @@ def doc(tx: Tx, docno: int) -> Doc | None:
 
 # ------------------------------------------------------- index operations
 class _Bulk:
-    """A replay's index work kept in memory (see the module docstring)."""
+    """A replay's index work kept in memory (see the module docstring).
+
+    A written message's record is built later (:class:`_Builder`): until
+    then the message itself stands in the pending or merged dict, and the
+    record's statistics are counted when it is built.
+    """
 
     def __init__(self, tx: Tx) -> None:
         self.tx = tx
-        self.pending: dict[int, list] = {}
-        self.merged: dict[int, list] = {}          # merged, not yet written
+        self.pending: dict[int, list | Message] = {}
+        self.merged: dict[int, list | Message] = {}     # merged, not yet written
+        self.deltas: dict[str, int] = {}
+        self.builder = _Builder()
         with tx.txn.cursor(db=tx.db(PENDING)) as cur:
             self.pending.update((int.from_bytes(k, "big"), _decode_record(v)) for k, v in cur)
         tx.txn.drop(tx.db(PENDING), delete=False)
         tx.at_flush(self.finish)
 
-    def index(self, docno: int, rec: list) -> None:
-        self.pending[docno] = rec
+    def index(self, docno: int, msg: Message) -> None:
+        self.pending[docno] = msg
+        self.builder.add(docno, msg)
         if len(self.pending) >= MERGE_AT:
             self.merged.update(self.pending)
             self.pending.clear()
             if len(self.merged) >= BULK_HOLD:
                 self._write_merged()
 
+    def held(self, docno: int) -> tuple[list | None, bool]:
+        for where, pend in ((self.pending, True), (self.merged, False)):
+            rec = where.get(docno)
+            if isinstance(rec, Message):
+                rec = self._built(docno, rec, record_of(rec))   # the builder's copy is dropped
+            if rec is not None:
+                return rec, pend
+        return None, False
+
+    def _built(self, docno: int, msg: Message, rec: list) -> list:
+        """Put ``rec`` where ``msg`` stands in for it, and count it."""
+        _count(self.deltas, rec, +1)
+        where = self.pending if self.pending.get(docno) is msg else self.merged
+        where[docno] = rec
+        return rec
+
+    def _build_all(self) -> None:
+        for docno, msg, rec in self.builder.records():
+            if (self.pending.get(docno) or self.merged.get(docno)) is msg:
+                self._built(docno, msg, rec)
+
     def _write_merged(self) -> None:
+        self._build_all()
         _add_to_main(self.tx, sorted(self.merged.items()))
         self.merged.clear()
 
@@ -503,6 +540,130 @@ class _Bulk:
         with self.tx.txn.cursor(db=handle) as cur:
             cur.putmulti(sorted((docno_key(d), _encode_record(r)) for d, r in self.pending.items()))
         self.pending.clear()
+        if self.deltas:
+            stats.add(self.tx, **self.deltas)
+
+
+def _entries(texts: list[tuple[list[str], list[str], list[str]]]) -> list[list]:
+    """The field entries of each message's texts."""
+    return [[_field_entry(f, t[f]) for f in range(len(FIELDS))] for t in texts]
+
+
+def serve() -> None:
+    """The second process of :class:`_Builder`: reads batches of texts from
+    stdin and writes their entries to stdout, each a length-prefixed pickle."""
+    src, out = sys.stdin.buffer, sys.stdout.buffer
+    while head := src.read(4):
+        data = pickle.dumps(_entries(pickle.loads(src.read(int.from_bytes(head, "big")))), 5)
+        out.write(len(data).to_bytes(4, "big") + data)
+        out.flush()
+
+
+class _Builder:
+    """Records of written messages, built in a second process while the
+    replay goes on.
+
+    Messages are handed over ``BUILD_BATCH`` at a time; the entries come back
+    in the same order.  Two threads move the bytes (the pipes would otherwise
+    make either process wait for the other).  A record is a function of the
+    message alone, so where it was built changes no byte, and a failure of
+    the second process (none started, one that died, short output) only
+    means building here.  The process is a fresh interpreter (``python -c``),
+    not a fork and not ``multiprocessing`` (whose children import the
+    parent's ``__main__``): it inherits no LMDB environment, no lock, no state.
+    """
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[int, Message]]] = [[]]
+        self.proc: subprocess.Popen | None = None
+        self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.frames: list[bytes] = []
+        self.threads: list[threading.Thread] = []
+
+    def add(self, docno: int, msg: Message) -> None:
+        self.batches[-1].append((docno, msg))
+        if len(self.batches[-1]) >= BUILD_BATCH:
+            if len(self.batches) == 1 and _cpus() > 1:
+                self._start()
+            if self.proc is not None:
+                data = pickle.dumps([field_texts(m) for _, m in self.batches[-1]], 5)
+                self.outbox.put(len(data).to_bytes(4, "big") + data)
+            self.batches.append([])
+
+    def _start(self) -> None:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-c", "from projections.terms import serve; serve()"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root)
+        except OSError:
+            return
+        weakref.finalize(self, _stop, self.proc, self.outbox)
+        self.threads = [threading.Thread(target=_feed, args=(self.outbox, self.proc.stdin), daemon=True),
+                        threading.Thread(target=_drain, args=(self.proc.stdout, self.frames), daemon=True)]
+        for thread in self.threads:
+            thread.start()
+
+    def records(self) -> Iterator[tuple[int, Message, list]]:
+        """(docno, message, record) of every message added, in order."""
+        batches, self.batches = self.batches, [[]]
+        if self.proc is not None:
+            self.outbox.put(None)            # the process ends after the last batch
+            for thread in self.threads:
+                thread.join()
+            _stop(self.proc, self.outbox)
+            self.proc = None
+        frames, self.frames = self.frames, []
+        for i, batch in enumerate(batches):
+            entries = _loaded(frames[i]) if i < len(frames) else None
+            if entries is None or len(entries) != len(batch):
+                entries = _entries([field_texts(m) for _, m in batch])
+            for (docno, msg), fields in zip(batch, entries):
+                yield docno, msg, [*fields, facet_keys(msg)]
+
+
+def _feed(outbox: queue.SimpleQueue, pipe) -> None:
+    """Write the frames put in ``outbox`` to ``pipe`` until ``None``; then close it."""
+    try:
+        for data in iter(outbox.get, None):
+            pipe.write(data)
+        pipe.close()
+    except (OSError, ValueError):        # the process is gone: what it missed is built here
+        pass
+
+
+def _drain(pipe, frames: list[bytes]) -> None:
+    """Read length-prefixed frames off ``pipe`` until it ends."""
+    try:
+        while len(head := pipe.read(4)) == 4:
+            data = pipe.read(int.from_bytes(head, "big"))
+            if len(data) != int.from_bytes(head, "big"):
+                break
+            frames.append(data)
+    except (OSError, ValueError):
+        pass
+
+
+def _loaded(frame: bytes) -> list | None:
+    try:
+        return pickle.loads(frame)
+    except Exception:         # noqa: BLE001 — a damaged frame: the batch is built here
+        return None
+
+
+def _stop(proc: subprocess.Popen, outbox: queue.SimpleQueue) -> None:
+    outbox.put(None)
+    proc.kill()
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            pipe.close()
+        except (OSError, ValueError):
+            pass
+
+
+def _cpus() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
 def _bulk(tx: Tx) -> _Bulk | None:
@@ -518,10 +679,7 @@ def _held(tx: Tx, docno: int) -> tuple[list | None, bool]:
     """(record, pending) of a document not merged into the tree yet, else (None, False)."""
     bulk = _bulk(tx)
     if bulk is not None:
-        for where, pend in ((bulk.pending, True), (bulk.merged, False)):
-            if docno in where:
-                return where[docno], pend
-        return None, False
+        return bulk.held(docno)
     raw = tx.txn.get(docno_key(docno), db=tx.db(PENDING))
     return (None, False) if raw is None else (_decode_record(raw), True)
 
@@ -551,15 +709,15 @@ def _count(deltas: dict[str, int], rec: list, sign: int, fields=range(len(FIELDS
 
 
 def index(tx: Tx, docno: int, msg: Message) -> None:
-    rec = record_of(msg)
     tx.txn.put(docno_key(docno), _doc_value(msg), db=tx.db(DOCS))
+    bulk = _bulk(tx)
+    if bulk is not None:
+        bulk.index(docno, msg)           # the record is built, and counted, later
+        return
+    rec = record_of(msg)
     deltas: dict[str, int] = {}
     _count(deltas, rec, +1)
     stats.add(tx, **deltas)
-    bulk = _bulk(tx)
-    if bulk is not None:
-        bulk.index(docno, rec)
-        return
     handle = tx.db(PENDING)
     tx.txn.put(docno_key(docno), _encode_record(rec), db=handle)
     if tx.txn.stat(handle)["entries"] >= MERGE_AT:

@@ -1,0 +1,88 @@
+"""A replay builds search records in a second process: the same bytes as built in place."""
+
+from __future__ import annotations
+
+import pytest
+
+from projections import terms
+from tools.replay import dump_projections
+
+from strategies import open_service, write
+
+WORDS = ["deploy", "billing", "東京の天気", "ERR_CONN_RESET", "retries", "the", "backoff"]
+
+
+def _build(path: str) -> dict:
+    """A store with written, updated and deleted messages; its live read models."""
+    svc = open_service(path)
+    try:
+        ids = [write(svc, " ".join(WORDS[(i + j) % len(WORDS)] for j in range(i % 5 + 1)) + f" n{i}",
+                     session=f"s{i % 3}", tags=("ops",) if i % 2 else ())
+               for i in range(40)]
+        svc.update_message(ids[2], "billing moved", {}, None)
+        svc.update_message(ids[30], None, {"summary": "a summary", "tags": ("release",)}, None)
+        svc.delete_message(ids[5], None)
+        svc.delete_message(ids[38], None)
+        write(svc, "written after the deletes")
+        return dump_projections(svc.store)
+    finally:
+        svc.close()
+
+
+def _replayed(path: str) -> dict:
+    svc = open_service(path)
+    try:
+        svc.store.rebuild_projections()
+        return dump_projections(svc.store)
+    finally:
+        svc.close()
+
+
+@pytest.fixture
+def small_batches(monkeypatch):
+    """Batches of 4 messages, small merges, and a second CPU as far as the builder knows."""
+    monkeypatch.setattr(terms, "BUILD_BATCH", 4)
+    monkeypatch.setattr(terms, "MERGE_AT", 6)
+    monkeypatch.setattr(terms, "_cpus", lambda: 2)
+    loaded = []
+    real = terms._loaded
+    monkeypatch.setattr(terms, "_loaded", lambda frame: loaded.append(frame) or real(frame))
+    return loaded
+
+
+def test_records_built_in_a_second_process_replay_to_the_live_bytes(tmp_path, small_batches):
+    live = _build(str(tmp_path / "s"))
+    assert _replayed(str(tmp_path / "s")) == live
+    assert len(small_batches) == 10            # 41 written messages: 10 whole batches went out
+
+
+def test_a_replay_whose_second_process_cannot_start_builds_every_record_in_place(tmp_path, small_batches,
+                                                                                monkeypatch):
+    live = _build(str(tmp_path / "s"))
+
+    def refuse(*args, **kwargs):
+        raise OSError("no processes here")
+    monkeypatch.setattr(terms.subprocess, "Popen", refuse)
+    assert _replayed(str(tmp_path / "s")) == live
+    assert small_batches == []
+
+
+def test_a_damaged_batch_from_the_second_process_is_built_in_place(tmp_path, small_batches, monkeypatch):
+    live = _build(str(tmp_path / "s"))
+    monkeypatch.setattr(terms, "_loaded", lambda frame: small_batches.append(frame) or None)
+    assert _replayed(str(tmp_path / "s")) == live
+    assert len(small_batches) == 10
+
+
+def test_a_record_needed_before_its_batch_returns_is_built_in_place(tmp_path, small_batches):
+    """An update or delete in the log reaches a message still in a batch; the replay builds it then."""
+    path = str(tmp_path / "s")
+    svc = open_service(path)
+    try:
+        ids = [write(svc, f"zebra number {i}") for i in range(9)]
+        svc.update_message(ids[8], "giraffe now", {}, None)       # its batch (docnos 9–12) is still open
+        svc.delete_message(ids[1], None)                          # its batch went out
+        live = dump_projections(svc.store)
+    finally:
+        svc.close()
+    assert _replayed(path) == live
