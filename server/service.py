@@ -281,7 +281,7 @@ class _ContextWalk:
                         continue
                     seen.add(other)
                     entry = {"type": rtype, "direction": direction, "depth": level}
-                    if messages.get(self.tx, other) is None:
+                    if not messages.exists(self.tx, other):
                         entry.update(message_id=other, status="deleted")
                         if not self.budget.take(entry):        # deleted ends count against the budget too
                             self.truncated = True

@@ -217,15 +217,38 @@ async def test_a_listed_message_whose_record_is_missing_answers_corrupt_store(st
             assert is_error and out["error"]["code"] == "CORRUPT_STORE", (name, out)
 
 
-@pytest.mark.anyio
-async def test_a_message_record_with_a_wrongly_typed_field_answers_corrupt_store(store_path):
-    made = make_store(store_path)
-    mid, session, _content = made[3]
+def _damage_updated_record(path: str, mid: str) -> None:
+    """An updated message's record is its whole state: make a tag bytes."""
+    svc = MemoryService(path)
+    try:
+        svc.update_message(mid, None, {"tags": ("tag3", "more")}, None)
+    finally:
+        svc.close()
     key = bytes.fromhex(_ulid_hex(mid))
-    decoded = cbor2.loads(get_raw(store_path, b"messages", key))
+    decoded = cbor2.loads(get_raw(path, b"messages", key))
     damaged = replace_text(decoded, "tag3", b"tag3")
     assert damaged != decoded
-    put_raw(store_path, b"messages", key, cbor2.dumps(damaged, canonical=True))
+    put_raw(path, b"messages", key, cbor2.dumps(damaged, canonical=True))
+
+
+def _point_plain_record(docno: int):
+    """A never-updated message's record is its document number: point it elsewhere."""
+    def damage(path: str, mid: str) -> None:
+        key = bytes.fromhex(_ulid_hex(mid))
+        assert cbor2.loads(get_raw(path, b"messages", key)) == 4        # message 3 is event 4
+        put_raw(path, b"messages", key, cbor2.dumps(docno))
+    return damage
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("damage", [_damage_updated_record, _point_plain_record(5), _point_plain_record(999),
+                                    _point_plain_record(-1)],
+                         ids=["updated record, wrongly typed tag", "plain record, another message's event",
+                              "plain record, past the log", "plain record, negative"])
+async def test_a_message_record_with_a_wrong_field_answers_corrupt_store(store_path, damage):
+    made = make_store(store_path)
+    mid, session, _content = made[3]
+    damage(store_path, mid)
     async with Client(build_server(store_path)) as client:
         for args in ({"view": "context", "message_id": mid}, {"session_id": session}):
             is_error, out = _body(await client.call_tool("read_messages", args))
