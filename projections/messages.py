@@ -67,6 +67,8 @@ def _decode(tx: Tx, message_id: str, raw: bytes) -> State:
     try:
         value = codec.loads(raw)
         if type(value) is int:
+            if not 0 < value < 1 << 64:
+                raise ValueError("a document number out of range")
             docno = value
         else:
             d, c, sess, role, ts, upd, rev, meta, nbytes, lb, dc = value
