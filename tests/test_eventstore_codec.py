@@ -10,7 +10,9 @@ import pytest
 from eventstore import codec
 from eventstore.errors import CorruptStoreError
 from eventstore.events import Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
-from eventstore.ids import to_bytes, to_str
+from eventstore.ids import to_str
+
+from strategies import v1_event_bytes as v1_bytes
 
 A = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 B = "01ARZ3NDEKTSV4RRFFQ69G5FAW"
@@ -81,20 +83,6 @@ def test_undecodable_bytes_are_a_corrupt_store_error(raw):
     with pytest.raises(CorruptStoreError) as info:
         codec.decode_event(raw)
     assert info.value.code == "CORRUPT_STORE"
-
-
-def v1_bytes(event) -> bytes:
-    """The event as schema version 1 wrote it (type name, full metadata, absolute times)."""
-    if isinstance(event, MessageWritten):
-        m = event.message
-        payload = [to_bytes(m.message_id), m.session_id, m.role, m.content, m.timestamp,
-                   m.updated_at, m.revision, codec.metadata_to_list(m.metadata)]
-    elif isinstance(event, MessageUpdated):
-        payload = [to_bytes(event.message_id), event.revision, event.updated_at, event.content,
-                   codec.metadata_to_list(event.metadata)]
-    else:
-        payload = [to_bytes(event.message_id)]
-    return sealed(cbor2.dumps([event.TYPE, 1, payload], canonical=True))
 
 
 @pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
