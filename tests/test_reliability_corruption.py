@@ -380,3 +380,30 @@ async def test_read_model_records_of_the_wrong_shape_answer_corrupt_store(store_
         assert is_error and out["error"]["code"] == "CORRUPT_STORE", out
         _, health = _body(await client.call_tool("get_system_health", {}))
         assert health["status"] == "DEGRADED" and health["last_error"]
+
+
+def _garble_session_record(path: str) -> None:
+    put_raw(path, b"sessions", b"s1", cbor2.dumps([6, [6, 0, 0, 0, 0], 1, 2]))    # five kind counts
+
+
+def _drop_session_record(path: str) -> None:
+    delete_raw(path, b"sessions", b"s1")
+
+
+def _empty_session_history(path: str) -> None:
+    with raw_txn(path, b"history", write=True) as (txn, handle):
+        keys = [k for k, _ in txn.cursor(db=handle) if k.startswith(b"s1\x00")]
+        assert keys
+        for k in keys:
+            txn.delete(k, db=handle)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("damage", [_garble_session_record, _drop_session_record, _empty_session_history],
+                         ids=["record of the wrong shape", "record missing", "history emptied"])
+async def test_a_damaged_session_answers_corrupt_store_in_the_sessions_view(store_path, damage):
+    make_store(store_path)
+    damage(store_path)
+    async with Client(build_server(store_path)) as client:
+        is_error, out = _body(await client.call_tool("read_messages", {"view": "sessions"}))
+    assert is_error and out["error"]["code"] == "CORRUPT_STORE", out
