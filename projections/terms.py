@@ -240,14 +240,15 @@ def _to_run_start(cur, prefix: bytes, start: bytes, removing: bool) -> None:
 
 # ------------------------------------------------------------------ records
 def _field_entry(field: int, texts: list[str]) -> list:
-    """[length, terms joined by NUL, tfs, whole-text keys] of one field."""
+    """[length, terms, tfs, whole-text keys] of one field (stored with the
+    terms joined by NUL: :func:`_encode_record`)."""
     toks = terms(texts[0]) if len(texts) == 1 else [t for text in texts for t in terms(text)]
     exact = [exact_key(field, text) for text in dict.fromkeys(texts)]
     if not toks:
-        return [0, "", b"", exact]
+        return [0, (), b"", exact]
     counts = Counter(toks)                 # terms in order of first occurrence
     tfs = counts.values()
-    return [min(len(toks), MAX_LENGTH), "\x00".join(counts),
+    return [min(len(toks), MAX_LENGTH), tuple(counts),
             bytes(tfs) if max(tfs) <= MAX_TF else bytes(min(n, MAX_TF) for n in tfs), exact]
 
 
@@ -266,12 +267,19 @@ def record_of(msg: Message, fields=range(len(FIELDS))) -> list:
         facet_keys(msg)]
 
 
+def _encode_record(rec: list) -> bytes:
+    return codec.dumps([[e[0], "\x00".join(e[1]), e[2], e[3]] for e in rec[:3]] + [rec[3]])
+
+
 def _decode_record(raw: bytes) -> list:
     try:
         rec = codec.loads(raw)
-        if len(rec) != 4 or not all(len(e) == 4 and (not e[1] or len(e[1].split("\x00")) == len(e[2]))
-                                    for e in rec[:3]):
+        if len(rec) != 4 or not all(len(e) == 4 for e in rec[:3]):
             raise ValueError("wrong shape")
+        for e in rec[:3]:
+            e[1] = tuple(e[1].split("\x00")) if e[1] else ()
+            if len(e[1]) != len(e[2]):
+                raise ValueError("terms and tfs differ in number")
         return rec
     except Exception as exc:
         raise CorruptStoreError("a pending search record could not be decoded") from exc
@@ -279,7 +287,7 @@ def _decode_record(raw: bytes) -> list:
 
 def entry_terms(entry: list) -> Iterator[tuple[str, int]]:
     """(term, tf) of one field entry of a record."""
-    return zip(entry[1].split("\x00"), entry[2]) if entry[1] else iter(())
+    return zip(entry[1], entry[2])
 
 
 @dataclass
@@ -322,10 +330,16 @@ def _add_to_main(tx: Tx, records: list[tuple[int, list]]) -> None:
     for docno, rec in records:
         dk = docno_key(docno)
         for f in range(len(FIELDS)):
-            lists.add(f, docno, rec[f])
-            exact.extend((k, dk) for k in rec[f][3])
-        facets.extend((k, dk) for k in rec[3])
-    lists.write(tx)
+            entry = rec[f]
+            lists.add(f, docno, entry)
+            for k in entry[3]:
+                exact.append((k, dk))
+        for k in rec[3]:
+            facets.append((k, dk))
+    if tx.txn.stat(tx.db(POSTINGS))["entries"]:
+        lists.write(tx)
+    else:
+        lists.append(tx)
     _put_dups(tx, EXACT, exact)
     _put_dups(tx, FACETS, facets)
 
@@ -342,13 +356,13 @@ class _Lists:
         self.bounds: set[int] = set()
 
     def add(self, field: int, docno: int, entry: list) -> None:
-        if not entry[1]:
+        names = entry[1]
+        if not names:
             return
         self.lengths[field][docno] = entry[0]
         if boundary(docno):
             self.bounds.add(docno)
         lists = self.docnos[field]
-        names = entry[1].split("\x00")
         for term in names:
             lists[term].append(docno)
         if max(entry[2]) > 1:
@@ -358,20 +372,37 @@ class _Lists:
                     tfs.setdefault(term, {})[docno] = tf
 
     def drop(self, field: int, docno: int, entry: list) -> None:
-        for term, _ in entry_terms(entry):
+        for term in entry[1]:
             self.remove[field].setdefault(term, set()).add(docno)
+
+    def _each(self) -> Iterator[tuple[bytes, list[int], list[int] | None, list[int], set[int]]]:
+        """(key prefix, docnos, tfs, lengths, docnos to remove) of every list
+        touched, in key order (a term's code points sort as its UTF-8 bytes)."""
+        for field in range(len(FIELDS)):
+            lists, remove = self.docnos[field], self.remove[field]
+            length_of, tfs = self.lengths[field].__getitem__, self.tfs[field]
+            for term in sorted(lists.keys() | remove.keys()):
+                docnos = lists.get(term, [])
+                extra = tfs.get(term)
+                yield (list_prefix(field, term), docnos,
+                       list(map(extra.get, docnos, repeat(1))) if extra else None,
+                       list(map(length_of, docnos)), remove.get(term, set()))
 
     def write(self, tx: Tx) -> None:
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
-            for field in range(len(FIELDS)):
-                lists, remove = self.docnos[field], self.remove[field]
-                length_of, tfs = self.lengths[field].__getitem__, self.tfs[field]
-                for term in sorted(lists.keys() | remove.keys()):
-                    docnos = lists.get(term, [])
-                    extra = tfs.get(term)
-                    _merge_list(cur, list_prefix(field, term), docnos,
-                                [extra.get(d, 1) for d in docnos] if extra else None,
-                                list(map(length_of, docnos)), remove.get(term, set()), self.bounds)
+            for prefix, docnos, tfs, lengths, remove in self._each():
+                _merge_list(cur, prefix, docnos, tfs, lengths, remove, self.bounds)
+
+    def append(self, tx: Tx) -> None:
+        """Write the lists into an empty ``postings``: each cut into its chunks
+        at once, every chunk appended in key order (pages filled, no search)."""
+        items = []
+        for prefix, docnos, tfs, lengths, _ in self._each():
+            items.extend(_chunked(prefix, docnos, tfs, lengths, self.bounds))
+        with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
+            _, added = cur.putmulti(items, append=True)
+        if added != len(items):
+            raise AssertionError("posting chunks were not appended in key order")
 
 
 def _put_dups(tx: Tx, db: str, items: list[tuple[bytes, bytes]]) -> None:
@@ -470,7 +501,7 @@ class _Bulk:
         self._write_merged()
         handle = self.tx.db(PENDING)
         with self.tx.txn.cursor(db=handle) as cur:
-            cur.putmulti(sorted((docno_key(d), codec.dumps(r)) for d, r in self.pending.items()))
+            cur.putmulti(sorted((docno_key(d), _encode_record(r)) for d, r in self.pending.items()))
         self.pending.clear()
 
 
@@ -506,7 +537,7 @@ def _store_held(tx: Tx, docno: int, rec: list | None, pend: bool) -> None:
     elif rec is None:
         tx.txn.delete(docno_key(docno), db=tx.db(PENDING))
     else:
-        tx.txn.put(docno_key(docno), codec.dumps(rec), db=tx.db(PENDING))
+        tx.txn.put(docno_key(docno), _encode_record(rec), db=tx.db(PENDING))
 
 
 _STAT_KEYS = tuple((f"len_{name}", f"n_{name}") for name in FIELDS)
@@ -530,7 +561,7 @@ def index(tx: Tx, docno: int, msg: Message) -> None:
         bulk.index(docno, rec)
         return
     handle = tx.db(PENDING)
-    tx.txn.put(docno_key(docno), codec.dumps(rec), db=handle)
+    tx.txn.put(docno_key(docno), _encode_record(rec), db=handle)
     if tx.txn.stat(handle)["entries"] >= MERGE_AT:
         with tx.txn.cursor(db=handle) as cur:
             records = [(int.from_bytes(k, "big"), _decode_record(v)) for k, v in cur]

@@ -83,6 +83,43 @@ def _merge_and_compare(path: str, ops) -> None:
     env.close()
 
 
+class _Tx:
+    def __init__(self, txn, dbs) -> None:
+        self.txn, self.dbs = txn, dbs
+
+    def db(self, name: str):
+        return self.dbs[name]
+
+
+def _postings_after(path: str, lists: terms._Lists, how: str) -> list[tuple[bytes, bytes]]:
+    env = lmdb.open(path, max_dbs=2, map_size=1 << 26)
+    try:
+        db = env.open_db(terms.POSTINGS.encode())
+        with env.begin(write=True) as txn:
+            getattr(lists, how)(_Tx(txn, {terms.POSTINGS: db}))
+            return list(txn.cursor(db=db))
+    finally:
+        env.close()
+
+
+TERM = st.sampled_from(["a", "ab", "abc", "b", "é", "東京", "z" * 40])
+ENTRIES = st.lists(st.tuples(st.integers(0, 2), st.lists(st.tuples(TERM, st.integers(1, 255)), max_size=6,
+                                                         unique_by=lambda p: p[0]), st.integers(1, 300)),
+                   min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ENTRIES)
+def test_appending_lists_to_an_empty_index_writes_what_merging_them_would(tmp_path_factory, entries):
+    lists = terms._Lists()
+    with small_chunks():
+        for docno, (field, postings, length) in enumerate(entries, 1):
+            lists.add(field, docno, [length, tuple(t for t, _ in postings), bytes(tf for _, tf in postings), []])
+        appended = _postings_after(str(tmp_path_factory.mktemp("append")), lists, "append")
+        merged = _postings_after(str(tmp_path_factory.mktemp("merge")), lists, "write")
+    assert appended == merged
+
+
 @contextmanager
 def small_chunks():
     """One docno in 8 is a boundary, so small lists have several chunks."""
