@@ -1,9 +1,27 @@
 """The byte layout of events and of the keys the event store owns.
 
-An event is the canonical CBOR of ``[type_tag, schema_version, payload]``.
-Canonical encoding makes the bytes a pure function of the value, which is what
-lets replay reproduce the live read models byte for byte.
-Decoding upcasts old schema versions (none yet: every event is version 1).
+An event is a CRC-32 of its body, then the body: the canonical CBOR of
+``[type_tag, schema_version, payload]``.  Canonical encoding makes the bytes a
+pure function of the value, which is what lets replay reproduce the live read
+models byte for byte.
+
+Events are written in schema version 2, which is version 1 made compact (the
+log is most of a store's bytes):
+
+=========  ===============================  ======================================
+version    type tag                         ``MessageWritten`` payload
+=========  ===============================  ======================================
+1          the name (``"MessageWritten"``)  ``[id, session, role, content,
+                                            timestamp, updated_at, revision, meta]``
+2          a small int (1, 2, 3)            ``[id, session, role index, content,
+                                            timestamp − the id's milliseconds,
+                                            updated_at − timestamp, revision,
+                                            meta or null for the default]``
+=========  ===============================  ======================================
+
+``MessageUpdated`` and ``MessageDeleted`` payloads are the same in both but
+for null standing for default metadata.  Decoding upcasts version 1 events
+(logs written before version 2 keep them until a compaction re-writes them).
 """
 
 from __future__ import annotations
@@ -14,11 +32,14 @@ import zlib
 import cbor2
 
 from .errors import CorruptStoreError
-from .events import Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
+from .events import ROLES, Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from .ids import to_bytes, to_str
 
 _SEQ = struct.Struct(">Q")
 _CRC = struct.Struct(">I")
+VERSION = 2                                   # the schema version events are written in
+_TAGS = {MessageWritten: 1, MessageUpdated: 2, MessageDeleted: 3}
+_NAMES = {MessageWritten.TYPE: 1, MessageUpdated.TYPE: 2, MessageDeleted.TYPE: 3}   # version 1 tags
 
 
 def seq_key(seq: int) -> bytes:
@@ -73,34 +94,54 @@ def metadata_from_list(raw: list) -> Metadata:
                     tuple(to_str(m) for m in sources))
 
 
-def _message_to_list(msg: Message) -> list:
-    return [to_bytes(msg.message_id), msg.session_id, msg.role, msg.content,
-            msg.timestamp, msg.updated_at, msg.revision, metadata_to_list(msg.metadata)]
+def _id_ms(raw_id: bytes) -> int:
+    """The milliseconds a ULID carries (its first 48 bits)."""
+    return int.from_bytes(raw_id[:6], "big")
 
 
-def _message_from_list(raw: list) -> Message:
-    mid, session, role, content, ts, upd, rev, meta = raw
-    _check(isinstance(mid, bytes) and isinstance(session, str) and isinstance(role, str)
-           and isinstance(content, str) and type(ts) is int and type(upd) is int and type(rev) is int)
-    return Message(to_str(mid), session, role, content, ts, upd, rev, metadata_from_list(meta))
+def _meta_out(meta: Metadata) -> list | None:
+    return None if meta == _DEFAULT_METADATA else metadata_to_list(meta)
+
+
+def _meta_in(raw: object) -> Metadata:
+    return _DEFAULT_METADATA if raw is None else metadata_from_list(raw)
 
 
 def encode_event(event: Event) -> bytes:
-    if isinstance(event, MessageWritten):
-        payload = _message_to_list(event.message)
-    elif isinstance(event, MessageUpdated):
-        payload = [to_bytes(event.message_id), event.revision, event.updated_at,
-                   event.content, metadata_to_list(event.metadata)]
-    elif isinstance(event, MessageDeleted):
-        payload = [to_bytes(event.message_id)]
-    else:
+    tag = _TAGS.get(type(event))
+    if tag is None:
         raise TypeError(f"not an event: {type(event).__name__}")
-    body = dumps([event.TYPE, event.VERSION, payload])
+    if tag == 1:
+        m = event.message
+        mid = to_bytes(m.message_id)
+        payload = [mid, m.session_id, ROLES.index(m.role), m.content, m.timestamp - _id_ms(mid),
+                   m.updated_at - m.timestamp, m.revision, _meta_out(m.metadata)]
+    elif tag == 2:
+        payload = [to_bytes(event.message_id), event.revision, event.updated_at,
+                   event.content, _meta_out(event.metadata)]
+    else:
+        payload = [to_bytes(event.message_id)]
+    body = dumps([tag, VERSION, payload])
     return _CRC.pack(zlib.crc32(body)) + body
 
 
+def _written(payload: list, version: int) -> MessageWritten:
+    mid, session, role, content, ts, upd, rev, meta = payload
+    _check(isinstance(mid, bytes) and isinstance(session, str) and isinstance(content, str)
+           and type(ts) is int and type(upd) is int and type(rev) is int)
+    if version == 1:
+        _check(isinstance(role, str))
+        return MessageWritten(Message(to_str(mid), session, role, content, ts, upd, rev,
+                                      metadata_from_list(meta)))
+    _check(type(role) is int and 0 <= role < len(ROLES))
+    ts += _id_ms(mid)
+    return MessageWritten(Message(to_str(mid), session, ROLES[role], content, ts, ts + upd, rev,
+                                  _meta_in(meta)))
+
+
 def decode_event(raw: bytes) -> Event:
-    """Decode one stored event; anything malformed is ``CORRUPT_STORE``.
+    """Decode one stored event, of either schema version; anything malformed
+    is ``CORRUPT_STORE``.
 
     Every event starts with the CRC-32 of its CBOR body, so a changed byte is
     reported instead of served.
@@ -110,16 +151,23 @@ def decode_event(raw: bytes) -> Event:
         raise CorruptStoreError("an event in the log failed its checksum")
     try:
         tag, version, payload = loads(body)
-        if version != 1:
+        if version == 1:
+            tag = _NAMES.get(tag) if isinstance(tag, str) else None
+            meta_in = metadata_from_list
+        elif version == VERSION and type(tag) is int:
+            meta_in = _meta_in
+        else:
             raise ValueError("unknown schema version")
-        if tag == MessageWritten.TYPE:
-            return MessageWritten(_message_from_list(payload))
-        if tag == MessageUpdated.TYPE:
+        if tag == 1:
+            return _written(payload, version)
+        if tag == 2:
             mid, rev, upd, content, meta = payload
             _check(isinstance(mid, bytes) and type(rev) is int and type(upd) is int and _str_or_none(content))
-            return MessageUpdated(to_str(mid), rev, upd, content, metadata_from_list(meta))
-        if tag == MessageDeleted.TYPE:
-            return MessageDeleted(to_str(payload[0]))
+            return MessageUpdated(to_str(mid), rev, upd, content, meta_in(meta))
+        if tag == 3:
+            (mid,) = payload
+            _check(isinstance(mid, bytes))
+            return MessageDeleted(to_str(mid))
     except CorruptStoreError:
         raise
     except Exception as exc:  # any shape or CBOR problem means the bytes are bad

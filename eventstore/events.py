@@ -1,4 +1,5 @@
-"""Events: one frozen dataclass per fact, each with a type tag and a schema version.
+"""Events: one frozen dataclass per fact.  ``TYPE`` is the fact's name (the
+type tag of schema version 1; :mod:`eventstore.codec` owns the byte layout).
 
 A command decides everything non-deterministic (id, clock, revision) and puts
 it in the event, so applying events is a pure function of the log.
@@ -44,7 +45,6 @@ class Message:
 @dataclass(frozen=True)
 class MessageWritten:
     TYPE = "MessageWritten"
-    VERSION = 1
     message: Message
 
 
@@ -53,7 +53,6 @@ class MessageUpdated:
     """``content`` is None when the content did not change; metadata is whole."""
 
     TYPE = "MessageUpdated"
-    VERSION = 1
     message_id: str
     revision: int
     updated_at: int
@@ -64,7 +63,6 @@ class MessageUpdated:
 @dataclass(frozen=True)
 class MessageDeleted:
     TYPE = "MessageDeleted"
-    VERSION = 1
     message_id: str
 
 

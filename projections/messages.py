@@ -5,11 +5,16 @@ sequence number of the event that carries the current content (``c``), never
 a copy of the content itself.  ``d`` is the document number: the sequence of
 the event that created the message in this log, used by the other indexes.
 A deleted message has no state.
+
+A message never updated since its ``MessageWritten`` event (every message, after
+a compaction) is stored as just its document number, a CBOR int: its whole state
+is a function of that event, so it is read from there (most reads need the event
+for the content anyway).  An updated message stores the whole state, a CBOR list.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from eventstore import codec
 from eventstore.errors import CorruptStoreError
@@ -35,43 +40,72 @@ class State:
     content_bytes: int
     log_bytes: int        # encoded bytes of this message's events in the log
     dead_counted: bool    # whether those bytes already count as dead
+    text: str | None = field(default=None, compare=False, repr=False)   # the content, if read already
+
+    @property
+    def plain(self) -> bool:
+        """True while the state is what its ``MessageWritten`` event alone gives."""
+        return not self.dead_counted and self.content_seq == self.docno
 
 
 def _encode(s: State) -> bytes:
+    if s.plain:
+        return codec.dumps(s.docno)
     return codec.dumps([s.docno, s.content_seq, s.session_id, s.role, s.timestamp,
                         s.updated_at, s.revision, codec.metadata_to_list(s.metadata),
                         s.content_bytes, s.log_bytes, s.dead_counted])
 
 
-def _decode(message_id: str, raw: bytes) -> State:
+def _event(tx: Tx, seq: int):
+    raw = tx.txn.get(codec.seq_key(seq), db=tx.db("events"))
+    if raw is None:
+        raise CorruptStoreError("a message points at an event missing from the log")
+    return codec.decode_event(raw), len(raw)
+
+
+def _decode(tx: Tx, message_id: str, raw: bytes) -> State:
     try:
-        d, c, sess, role, ts, upd, rev, meta, nbytes, lb, dc = codec.loads(raw)
-        if not (all(type(n) is int for n in (d, c, ts, upd, rev, nbytes, lb))
-                and isinstance(sess, str) and isinstance(role, str) and isinstance(dc, bool)):
-            raise TypeError("wrong field types")
-        return State(message_id, d, c, sess, role, ts, upd, rev,
-                     codec.metadata_from_list(meta), nbytes, lb, dc)
+        value = codec.loads(raw)
+        if type(value) is int:
+            if not 0 < value < 1 << 64:
+                raise ValueError("a document number out of range")
+            docno = value
+        else:
+            d, c, sess, role, ts, upd, rev, meta, nbytes, lb, dc = value
+            if not (all(type(n) is int for n in (d, c, ts, upd, rev, nbytes, lb))
+                    and isinstance(sess, str) and isinstance(role, str) and isinstance(dc, bool)):
+                raise TypeError("wrong field types")
+            return State(message_id, d, c, sess, role, ts, upd, rev,
+                         codec.metadata_from_list(meta), nbytes, lb, dc)
     except Exception as exc:
         raise CorruptStoreError("a message record could not be decoded") from exc
+    event, size = _event(tx, docno)
+    if not isinstance(event, MessageWritten) or event.message.message_id != message_id:
+        raise CorruptStoreError("a message record points at another message's event")
+    return from_written(docno, event, size)
 
 
 def get(tx: Tx, message_id: str) -> State | None:
     raw = tx.txn.get(to_bytes(message_id), db=tx.db(DB))
-    return None if raw is None else _decode(message_id, raw)
+    return None if raw is None else _decode(tx, message_id, raw)
 
 
 def get_raw_id(tx: Tx, raw_id: bytes, message_id: str) -> State | None:
     raw = tx.txn.get(raw_id, db=tx.db(DB))
-    return None if raw is None else _decode(message_id, raw)
+    return None if raw is None else _decode(tx, message_id, raw)
+
+
+def exists(tx: Tx, message_id: str) -> bool:
+    """Whether the message is live (without reading its state)."""
+    return tx.txn.get(to_bytes(message_id), db=tx.db(DB)) is not None
 
 
 def timestamp(tx: Tx, message_id: str) -> int:
-    """The creation timestamp of a live message (without decoding its metadata)."""
-    raw = tx.txn.get(to_bytes(message_id), db=tx.db(DB))
-    try:
-        return codec.loads(raw)[4]
-    except Exception as exc:
-        raise CorruptStoreError("a message record could not be decoded") from exc
+    """The creation timestamp of a live message."""
+    state = get(tx, message_id)
+    if state is None:
+        raise CorruptStoreError("an index lists a message whose record is missing")
+    return state.timestamp
 
 
 def put(tx: Tx, state: State) -> None:
@@ -84,10 +118,9 @@ def remove(tx: Tx, message_id: str) -> None:
 
 def content(tx: Tx, state: State) -> str:
     """The current content, read from the event that carries it."""
-    raw = tx.txn.get(codec.seq_key(state.content_seq), db=tx.db("events"))
-    if raw is None:
-        raise CorruptStoreError("a message points at an event missing from the log")
-    event = codec.decode_event(raw)
+    if state.text is not None:
+        return state.text
+    event, _ = _event(tx, state.content_seq)
     text = event.message.content if isinstance(event, MessageWritten) else event.content
     if not isinstance(text, str):
         raise CorruptStoreError("a message points at an event without content")
@@ -111,12 +144,13 @@ def without_content(state: State) -> Message:
 def from_written(seq: int, event: MessageWritten, size: int) -> State:
     m = event.message
     return State(m.message_id, seq, seq, m.session_id, m.role, m.timestamp, m.updated_at,
-                 m.revision, m.metadata, len(m.content.encode("utf-8")), size, False)
+                 m.revision, m.metadata, len(m.content.encode("utf-8")), size, False, m.content)
 
 
 def after_update(old: State, seq: int, event: MessageUpdated, size: int) -> State:
     changes = dict(revision=event.revision, updated_at=event.updated_at,
                    metadata=event.metadata, log_bytes=old.log_bytes + size, dead_counted=True)
     if event.content is not None:
-        changes.update(content_seq=seq, content_bytes=len(event.content.encode("utf-8")))
+        changes.update(content_seq=seq, content_bytes=len(event.content.encode("utf-8")),
+                       text=event.content)
     return replace(old, **changes)

@@ -17,7 +17,7 @@ from eventstore.store import WriteTx as Tx
 
 from . import history, messages, relations, sessions, stats, terms
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 @lru_cache(maxsize=4096)

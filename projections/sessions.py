@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from eventstore import codec
+from eventstore.errors import CorruptStoreError
 from eventstore.events import KINDS
 from eventstore.store import Tx, WriteTx
 
@@ -45,7 +46,18 @@ def get(tx: Tx, session_id: str) -> list | None:
         count, kinds, started, last = opened.entry
         return [count, list(kinds), started, last] if count else None
     raw = tx.txn.get(session_id.encode("utf-8"), db=tx.db(DB))
-    return None if raw is None else codec.loads(raw)
+    return None if raw is None else _decode(raw)
+
+
+def _decode(raw: bytes) -> list:
+    try:
+        count, kinds, started, last = entry = codec.loads(raw)
+        if not (type(count) is int and type(kinds) is list and len(kinds) == len(KINDS)
+                and all(type(k) is int for k in kinds) and type(started) is int and type(last) is int):
+            raise TypeError("wrong field types")
+    except Exception as exc:
+        raise CorruptStoreError("a session record could not be decoded") from exc
+    return entry
 
 
 def order_key(started_at: int, session_id: str) -> bytes:
@@ -61,7 +73,7 @@ def _open(tx: WriteTx, session_id: str) -> _Open:
     opened = memo.get(session_id)
     if opened is None:
         raw = tx.txn.get(session_id.encode("utf-8"), db=tx.db(DB))
-        entry = codec.loads(raw) if raw is not None else [0, [0] * len(KINDS), None, None]
+        entry = _decode(raw) if raw is not None else [0, [0] * len(KINDS), None, None]
         opened = memo[session_id] = _Open(entry)
     return opened
 

@@ -161,9 +161,15 @@ class MemoryService:
 
     @staticmethod
     def _session_entry(tx: Tx, sid: str) -> dict:
-        count, kinds, started, last = sessions.get(tx, sid)
-        latest = messages.get(tx, history.first_last(tx, sid)[1])
-        summary = latest.metadata.summary or messages.content(tx, latest)
+        entry = sessions.get(tx, sid)
+        if entry is None:
+            raise CorruptStoreError("a session is listed in the session order but has no record")
+        count, kinds, started, last = entry
+        ends = history.first_last(tx, sid)
+        if ends is None:
+            raise CorruptStoreError("a session is listed whose history is empty")
+        latest = messages.load(tx, messages.get(tx, ends[1]))      # a missing record: CORRUPT_STORE
+        summary = latest.metadata.summary or latest.content
         return {"session_id": sid, "message_count": count, "kind_counts": dict(zip(KINDS, kinds)),
                 "representative_summary": summary, "started_at": started, "last_message_at": last}
 
@@ -281,7 +287,7 @@ class _ContextWalk:
                         continue
                     seen.add(other)
                     entry = {"type": rtype, "direction": direction, "depth": level}
-                    if messages.get(self.tx, other) is None:
+                    if not messages.exists(self.tx, other):
                         entry.update(message_id=other, status="deleted")
                         if not self.budget.take(entry):        # deleted ends count against the budget too
                             self.truncated = True

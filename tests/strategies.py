@@ -7,10 +7,16 @@ store and projection tests use (fixtures stay in the test modules).
 from __future__ import annotations
 
 import random
+import zlib
+
+import cbor2
 
 from hypothesis import strategies as st
 
-from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS, Metadata
+from eventstore import codec
+from eventstore.events import (KINDS, RELATION_TYPES, ROLES, TIERS, MessageUpdated, MessageWritten,
+                               Metadata)
+from eventstore.ids import to_bytes
 from server.service import MemoryService
 
 # ----------------------------------------------------------------- helpers
@@ -33,6 +39,21 @@ def open_service(path: str, clock: Clock | None = None, seed: int = 1, **options
 def write(service: MemoryService, content: str, session: str = "s", role: str = "user", **meta) -> str:
     """Write one message; returns its id."""
     return service.write_message(session, role, content, Metadata(**meta))["message"]["message_id"]
+
+
+def v1_event_bytes(event) -> bytes:
+    """An event as schema version 1 wrote it: type name, full metadata, absolute times."""
+    if isinstance(event, MessageWritten):
+        m = event.message
+        payload = [to_bytes(m.message_id), m.session_id, m.role, m.content, m.timestamp,
+                   m.updated_at, m.revision, codec.metadata_to_list(m.metadata)]
+    elif isinstance(event, MessageUpdated):
+        payload = [to_bytes(event.message_id), event.revision, event.updated_at, event.content,
+                   codec.metadata_to_list(event.metadata)]
+    else:
+        payload = [to_bytes(event.message_id)]
+    body = cbor2.dumps([event.TYPE, 1, payload], canonical=True)
+    return zlib.crc32(body).to_bytes(4, "big") + body
 
 
 # -------------------------------------------------------------- strategies

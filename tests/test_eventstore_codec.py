@@ -10,6 +10,9 @@ import pytest
 from eventstore import codec
 from eventstore.errors import CorruptStoreError
 from eventstore.events import Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
+from eventstore.ids import to_str
+
+from strategies import v1_event_bytes as v1_bytes
 
 A = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 B = "01ARZ3NDEKTSV4RRFFQ69G5FAW"
@@ -80,3 +83,59 @@ def test_undecodable_bytes_are_a_corrupt_store_error(raw):
     with pytest.raises(CorruptStoreError) as info:
         codec.decode_event(raw)
     assert info.value.code == "CORRUPT_STORE"
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
+def test_version_1_events_are_upcast_to_the_same_event(event):
+    assert codec.decode_event(v1_bytes(event)) == event
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
+def test_events_are_written_in_version_2_and_never_longer_than_version_1(event):
+    tag, version, _ = cbor2.loads(codec.encode_event(event)[4:])
+    assert (type(tag), version) == (int, codec.VERSION) == (int, 2)
+    assert len(codec.encode_event(event)) <= len(v1_bytes(event))
+
+
+def test_a_plain_written_event_is_about_half_the_overhead_of_version_1():
+    now = 1720843200000
+    mid = to_str((now << 80 | 777).to_bytes(16, "big"))       # an id stamped when it was written
+    event = MessageWritten(Message(mid, "conversation-1", "user", "Remember this", now, now))
+    content = len(event.message.content.encode("utf-8"))
+    assert len(codec.encode_event(event)) - content <= 50 < len(v1_bytes(event)) - content
+
+
+@pytest.mark.parametrize("when", [0, 1, 2**48 - 1])
+@pytest.mark.parametrize("clock", [-(2**40), -1, 0, 1, 2**50])
+def test_written_times_round_trip_whatever_their_distance_from_the_id(when, clock):
+    mid = to_str((when << 80 | 12345).to_bytes(16, "big"))
+    event = MessageWritten(Message(mid, "s", "assistant", "x", when + clock, when - clock, 3, RICH))
+    assert codec.decode_event(codec.encode_event(event)) == event
+
+
+def v2(tag, payload) -> bytes:
+    return sealed(cbor2.dumps([tag, 2, payload]))
+
+
+WRITTEN_V2 = [bytes(16), "s", 0, "c", 0, 0, 1, None]
+BAD_V2 = {
+    "role index past the roles": v2(1, WRITTEN_V2[:2] + [3] + WRITTEN_V2[3:]),
+    "negative role index": v2(1, WRITTEN_V2[:2] + [-1] + WRITTEN_V2[3:]),
+    "role as a name": v2(1, WRITTEN_V2[:2] + ["user"] + WRITTEN_V2[3:]),
+    "a name as the tag": v2("MessageWritten", WRITTEN_V2),
+    "unknown int tag": v2(9, WRITTEN_V2),
+    "version 1 with an int tag": sealed(cbor2.dumps([1, 1, WRITTEN_V2])),
+    "metadata that is neither null nor a list": v2(1, WRITTEN_V2[:7] + [0]),
+    "delete with two ids": v2(3, [bytes(16), bytes(16)]),
+    "update with a content that is bytes": v2(2, [bytes(16), 2, 3, b"c", None]),
+}
+
+
+@pytest.mark.parametrize("raw", BAD_V2.values(), ids=BAD_V2.keys())
+def test_malformed_version_2_events_are_a_corrupt_store_error(raw):
+    with pytest.raises(CorruptStoreError):
+        codec.decode_event(raw)
+
+
+def test_the_well_formed_version_2_sample_decodes():
+    assert codec.decode_event(v2(1, WRITTEN_V2)).message.role == "user"

@@ -16,11 +16,11 @@ from eventstore import codec
 from eventstore.errors import CorruptStoreError, InternalError, StoreIOError
 from eventstore.events import Message, MessageDeleted, MessageWritten
 from eventstore.store import COMPACT_DIR, FORMAT_VERSION, EventStore
-from projections import history, stats
+from projections import history, search, stats
 from projections.registry import Projector
 from tools.replay import dump_projections
 
-from strategies import open_service, write
+from strategies import open_service, v1_event_bytes, write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -361,3 +361,38 @@ def test_creating_a_store_on_a_full_filesystem_is_an_io_error_not_a_crash(tmp_pa
                               capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.strip() == "IO_ERROR"
+
+
+# ------------------------------------------------------- older event schema
+def test_a_log_written_in_event_schema_1_is_read_the_same_and_compacted_to_schema_2(store_path):
+    svc = open_service(store_path)
+    try:
+        a = write(svc, "alpha keeps its words", session="x", tags=("t",))
+        b = write(svc, "beta goes away", session="x")
+        write(svc, "gamma in another session", session="y", importance=9)
+        svc.update_message(a, "alpha edited words", {"importance": 80}, None)
+        svc.delete_message(b, None)
+        before = (svc.history("x", 10, None), svc.history("y", 10, None),
+                  svc.search("words", search.Filters(), 0, 10))
+    finally:
+        svc.close()
+    env = raw_env(store_path)
+    try:
+        with env.begin(write=True) as txn:
+            log = env.open_db(b"events", txn=txn)
+            for key, raw in list(txn.cursor(db=log)):
+                txn.put(key, v1_event_bytes(codec.decode_event(raw)), db=log)
+            txn.put(b"schema_version", (3).to_bytes(8, "big"), db=env.open_db(b"meta", txn=txn))
+    finally:
+        env.close()
+    svc = open_service(store_path)          # the older read-model schema: rebuilt from the v1 log
+    try:
+        assert (svc.history("x", 10, None), svc.history("y", 10, None),
+                svc.search("words", search.Filters(), 0, 10)) == before
+        svc.rebuild()
+        with svc.store.read() as tx, tx.txn.cursor(db=tx.db("events")) as cur:
+            versions = {codec.loads(raw[4:])[1] for _, raw in cur}
+        assert versions == {codec.VERSION}
+        assert svc.history("x", 10, None)["history"] == before[0]["history"]
+    finally:
+        svc.close()

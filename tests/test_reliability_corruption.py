@@ -217,15 +217,38 @@ async def test_a_listed_message_whose_record_is_missing_answers_corrupt_store(st
             assert is_error and out["error"]["code"] == "CORRUPT_STORE", (name, out)
 
 
-@pytest.mark.anyio
-async def test_a_message_record_with_a_wrongly_typed_field_answers_corrupt_store(store_path):
-    made = make_store(store_path)
-    mid, session, _content = made[3]
+def _damage_updated_record(path: str, mid: str) -> None:
+    """An updated message's record is its whole state: make a tag bytes."""
+    svc = MemoryService(path)
+    try:
+        svc.update_message(mid, None, {"tags": ("tag3", "more")}, None)
+    finally:
+        svc.close()
     key = bytes.fromhex(_ulid_hex(mid))
-    decoded = cbor2.loads(get_raw(store_path, b"messages", key))
+    decoded = cbor2.loads(get_raw(path, b"messages", key))
     damaged = replace_text(decoded, "tag3", b"tag3")
     assert damaged != decoded
-    put_raw(store_path, b"messages", key, cbor2.dumps(damaged, canonical=True))
+    put_raw(path, b"messages", key, cbor2.dumps(damaged, canonical=True))
+
+
+def _point_plain_record(docno: int):
+    """A never-updated message's record is its document number: point it elsewhere."""
+    def damage(path: str, mid: str) -> None:
+        key = bytes.fromhex(_ulid_hex(mid))
+        assert cbor2.loads(get_raw(path, b"messages", key)) == 4        # message 3 is event 4
+        put_raw(path, b"messages", key, cbor2.dumps(docno))
+    return damage
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("damage", [_damage_updated_record, _point_plain_record(5), _point_plain_record(999),
+                                    _point_plain_record(-1)],
+                         ids=["updated record, wrongly typed tag", "plain record, another message's event",
+                              "plain record, past the log", "plain record, negative"])
+async def test_a_message_record_with_a_wrong_field_answers_corrupt_store(store_path, damage):
+    made = make_store(store_path)
+    mid, session, _content = made[3]
+    damage(store_path, mid)
     async with Client(build_server(store_path)) as client:
         for args in ({"view": "context", "message_id": mid}, {"session_id": session}):
             is_error, out = _body(await client.call_tool("read_messages", args))
@@ -357,3 +380,30 @@ async def test_read_model_records_of_the_wrong_shape_answer_corrupt_store(store_
         assert is_error and out["error"]["code"] == "CORRUPT_STORE", out
         _, health = _body(await client.call_tool("get_system_health", {}))
         assert health["status"] == "DEGRADED" and health["last_error"]
+
+
+def _garble_session_record(path: str) -> None:
+    put_raw(path, b"sessions", b"s1", cbor2.dumps([6, [6, 0, 0, 0, 0], 1, 2]))    # five kind counts
+
+
+def _drop_session_record(path: str) -> None:
+    delete_raw(path, b"sessions", b"s1")
+
+
+def _empty_session_history(path: str) -> None:
+    with raw_txn(path, b"history", write=True) as (txn, handle):
+        keys = [k for k, _ in txn.cursor(db=handle) if k.startswith(b"s1\x00")]
+        assert keys
+        for k in keys:
+            txn.delete(k, db=handle)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("damage", [_garble_session_record, _drop_session_record, _empty_session_history],
+                         ids=["record of the wrong shape", "record missing", "history emptied"])
+async def test_a_damaged_session_answers_corrupt_store_in_the_sessions_view(store_path, damage):
+    make_store(store_path)
+    damage(store_path)
+    async with Client(build_server(store_path)) as client:
+        is_error, out = _body(await client.call_tool("read_messages", {"view": "sessions"}))
+    assert is_error and out["error"]["code"] == "CORRUPT_STORE", out
