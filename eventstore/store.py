@@ -121,6 +121,10 @@ class WriteTx(Tx):
         """Write ``encode()`` under ``key`` once, at :meth:`flush` (latest call wins)."""
         self.deferred[(db, key)] = encode
 
+    def deferred_put(self, db: str, key: bytes) -> bool:
+        """Whether a put of ``key`` is deferred already."""
+        return (db, key) in self.deferred
+
     def undefer(self, db: str, key: bytes) -> None:
         """Drop a deferred put of ``key`` (the caller deleted it meanwhile)."""
         self.deferred.pop((db, key), None)

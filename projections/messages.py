@@ -109,7 +109,10 @@ def timestamp(tx: Tx, message_id: str) -> int:
 
 
 def put(tx: Tx, state: State) -> None:
-    tx.txn.put(to_bytes(state.message_id), _encode(state), db=tx.db(DB))
+    key, value, db = to_bytes(state.message_id), _encode(state), tx.db(DB)
+    # a new message has the greatest id: appended without a search (False: an update)
+    if not tx.txn.put(key, value, db=db, append=True):
+        tx.txn.put(key, value, db=db)
 
 
 def remove(tx: Tx, message_id: str) -> None:

@@ -35,4 +35,5 @@ def add(tx: WriteTx, **deltas: int) -> None:
     current = _current(tx)
     for k, v in deltas.items():
         current[k] += v
-    tx.defer_put(DB, b"s", lambda: codec.dumps(current))
+    if not tx.deferred_put(DB, b"s"):
+        tx.defer_put(DB, b"s", lambda: codec.dumps(current))

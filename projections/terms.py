@@ -330,10 +330,12 @@ def pending(tx: Tx) -> list[Pending]:
 
 
 # ------------------------------------------------------------ main index
-def _add_to_main(tx: Tx, records: list[tuple[int, list]]) -> None:
-    """Merge whole records (ascending docno) into postings, exact and facets."""
-    lists = _Lists()
-    exact, facets = [], []
+def _add_to_main(tx: Tx, records: list[tuple[int, list]], lists: _Lists | None = None,
+                 exact: list | None = None, facets: list | None = None) -> None:
+    """Merge whole records (ascending docno) into postings, exact and facets,
+    with whatever ``lists``, ``exact`` and ``facets`` already hold."""
+    lists = lists or _Lists()
+    exact, facets = exact or [], facets or []
     for docno, rec in records:
         dk = docno_key(docno)
         for f in range(len(FIELDS)):
@@ -361,11 +363,33 @@ class _Lists:
         self.lengths: list[dict[int, int]] = [{} for _ in FIELDS]
         self.remove: list[dict[str, set[int]]] = [{} for _ in FIELDS]
         self.bounds: set[int] = set()
+        self.batched = self.unsorted = False
+
+    def add_batch(self, gathered: tuple[list[int], list], invalid: set[int] | None) -> None:
+        """Add what :func:`gather` made of a batch, but for the ``invalid`` docnos
+        (batches come in docno order, before any single record)."""
+        docnos, fields = gathered
+        self.batched = True
+        self.bounds.update(filter(boundary, docnos))
+        for f, (lists, tfs, lengths, _) in enumerate(fields):
+            mine, my_tfs = self.docnos[f], self.tfs[f]
+            for term, found in lists.items():
+                if invalid and not invalid.isdisjoint(found):
+                    found = [d for d in found if d not in invalid]
+                    if not found:
+                        continue
+                mine[term].extend(found)
+            for term, extra in tfs.items():
+                my_tfs.setdefault(term, {}).update(
+                    (d, tf) for d, tf in extra.items() if not (invalid and d in invalid))
+            self.lengths[f].update(zip(docnos, lengths) if not invalid else
+                                   ((d, n) for d, n in zip(docnos, lengths) if d not in invalid))
 
     def add(self, field: int, docno: int, entry: list) -> None:
         names = entry[1]
         if not names:
             return
+        self.unsorted |= self.batched
         self.lengths[field][docno] = entry[0]
         if boundary(docno):
             self.bounds.add(docno)
@@ -390,6 +414,8 @@ class _Lists:
             length_of, tfs = self.lengths[field].__getitem__, self.tfs[field]
             for term in sorted(lists.keys() | remove.keys()):
                 docnos = lists.get(term, [])
+                if self.unsorted:
+                    docnos.sort()
                 extra = tfs.get(term)
                 yield (list_prefix(field, term), docnos,
                        list(map(extra.get, docnos, repeat(1))) if extra else None,
@@ -524,15 +550,38 @@ class _Bulk:
         where[docno] = rec
         return rec
 
-    def _build_all(self) -> None:
-        for docno, msg, rec in self.builder.records():
-            if (self.pending.get(docno) or self.merged.get(docno)) is msg:
-                self._built(docno, msg, rec)
-
     def _write_merged(self) -> None:
-        self._build_all()
-        _add_to_main(self.tx, sorted(self.merged.items()))
+        """Write every merged document: those still standing in as messages
+        from their batch's gathered postings, the rest record by record."""
+        lists, exact, facets = _Lists(), [], []
+        for items, gathered in self.builder.results():
+            live = [(d, m) for d, m in items if self.merged.get(d) is m]
+            if not live:
+                continue
+            if gathered is None or gathered[0] != [d for d, _ in items]:
+                gathered = gather([(d, field_texts(m)) for d, m in live])
+            invalid = set(gathered[0]).difference(d for d, _ in live) or None
+            lists.add_batch(gathered, invalid)
+            docnos, fields = gathered
+            for f, (_, _, lengths, keys) in enumerate(fields):
+                length, n = _STAT_KEYS[f]
+                if invalid:
+                    lengths = [x for d, x in zip(docnos, lengths) if d not in invalid]
+                    keys = [x for d, x in zip(docnos, keys) if d not in invalid]
+                self.deltas[length] = self.deltas.get(length, 0) + sum(lengths)
+                self.deltas[n] = self.deltas.get(n, 0) + sum(map(bool, keys))
+                for docno, found in zip(docnos if not invalid else (d for d, _ in live), keys):
+                    if found:
+                        exact.extend(zip(found, repeat(docno_key(docno))))
+            for docno, msg in live:
+                facets.extend(zip(facet_keys(msg), repeat(docno_key(docno))))
+                del self.merged[docno]
+        for docno, msg in list(self.pending.items()):
+            if isinstance(msg, Message):
+                self._built(docno, msg, record_of(msg))
+        records = sorted(self.merged.items())       # built early (an update or delete came), or loaded
         self.merged.clear()
+        _add_to_main(self.tx, records, lists, exact, facets)
 
     def finish(self) -> None:
         self._write_merged()
@@ -544,17 +593,39 @@ class _Bulk:
             stats.add(self.tx, **self.deltas)
 
 
-def _entries(texts: list[tuple[list[str], list[str], list[str]]]) -> list[list]:
-    """The field entries of each message's texts."""
-    return [[_field_entry(f, t[f]) for f in range(len(FIELDS))] for t in texts]
+def gather(items: list[tuple[int, tuple[list[str], list[str], list[str]]]]) -> tuple[list[int], list]:
+    """What a batch of messages (docno, field texts), in docno order, adds
+    to the index, gathered per list: (docnos, per field (term → docnos,
+    term → {docno: tf above 1}, each document's length, each document's
+    whole-text keys)).  Appending a batch is then one step a list, not one a
+    posting."""
+    docnos = [d for d, _ in items]
+    fields = []
+    for f in range(len(FIELDS)):
+        lists: defaultdict[str, list[int]] = defaultdict(list)
+        tfs: dict[str, dict[int, int]] = {}
+        lengths, keys = [], []
+        for docno, texts in items:
+            length, names, counts, exact = _field_entry(f, texts[f])
+            lengths.append(length)
+            keys.append(exact)
+            for term in names:
+                lists[term].append(docno)
+            if names and max(counts) > 1:
+                for term, tf in zip(names, counts):
+                    if tf > 1:
+                        tfs.setdefault(term, {})[docno] = tf
+        fields.append((dict(lists), tfs, lengths, keys))
+    return docnos, fields
 
 
 def serve() -> None:
-    """The second process of :class:`_Builder`: reads batches of texts from
-    stdin and writes their entries to stdout, each a length-prefixed pickle."""
+    """The second process of :class:`_Builder`: reads batches of (docno,
+    field texts) from stdin and writes what :func:`gather` makes of each to
+    stdout, each a length-prefixed pickle."""
     src, out = sys.stdin.buffer, sys.stdout.buffer
     while head := src.read(4):
-        data = pickle.dumps(_entries(pickle.loads(src.read(int.from_bytes(head, "big")))), 5)
+        data = pickle.dumps(gather(pickle.loads(src.read(int.from_bytes(head, "big")))), 5)
         out.write(len(data).to_bytes(4, "big") + data)
         out.flush()
 
@@ -586,7 +657,7 @@ class _Builder:
             if len(self.batches) == 1 and _cpus() > 1:
                 self._start()
             if self.proc is not None:
-                data = pickle.dumps([field_texts(m) for _, m in self.batches[-1]], 5)
+                data = pickle.dumps([(d, field_texts(m)) for d, m in self.batches[-1]], 5)
                 self.outbox.put(len(data).to_bytes(4, "big") + data)
             self.batches.append([])
 
@@ -603,8 +674,9 @@ class _Builder:
         for thread in self.threads:
             thread.start()
 
-    def records(self) -> Iterator[tuple[int, Message, list]]:
-        """(docno, message, record) of every message added, in order."""
+    def results(self) -> Iterator[tuple[list[tuple[int, Message]], tuple | None]]:
+        """(batch, what :func:`gather` made of it, or None if the second
+        process did not) of every batch, in order; the builder starts over."""
         batches, self.batches = self.batches, [[]]
         if self.proc is not None:
             self.outbox.put(None)            # the process ends after the last batch
@@ -614,11 +686,8 @@ class _Builder:
             self.proc = None
         frames, self.frames = self.frames, []
         for i, batch in enumerate(batches):
-            entries = _loaded(frames[i]) if i < len(frames) else None
-            if entries is None or len(entries) != len(batch):
-                entries = _entries([field_texts(m) for _, m in batch])
-            for (docno, msg), fields in zip(batch, entries):
-                yield docno, msg, [*fields, facet_keys(msg)]
+            if batch:
+                yield batch, _loaded(frames[i]) if i < len(frames) else None
 
 
 def _feed(outbox: queue.SimpleQueue, pipe) -> None:
@@ -709,7 +778,9 @@ def _count(deltas: dict[str, int], rec: list, sign: int, fields=range(len(FIELDS
 
 
 def index(tx: Tx, docno: int, msg: Message) -> None:
-    tx.txn.put(docno_key(docno), _doc_value(msg), db=tx.db(DOCS))
+    key, value, docs = docno_key(docno), _doc_value(msg), tx.db(DOCS)
+    if not tx.txn.put(key, value, db=docs, append=True):     # docnos only grow: no search
+        tx.txn.put(key, value, db=docs)
     bulk = _bulk(tx)
     if bulk is not None:
         bulk.index(docno, msg)           # the record is built, and counted, later
