@@ -55,7 +55,7 @@ from bisect import bisect_left
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import partial
-from itertools import accumulate, repeat
+from itertools import accumulate, chain, repeat
 from operator import sub
 from typing import Iterator
 
@@ -79,6 +79,7 @@ MERGE_AT = 256          # pending records that trigger a merge
 CHUNK = 128             # one docno in CHUNK is a chunk boundary
 BULK_HOLD = 100_000     # records a bulk replay keeps in memory before writing them
 BUILD_BATCH = 512       # written messages a replay hands the second process at a time
+BACKLOG = 2             # batches the second process may have waiting before the replay gathers one itself
 _MASK64 = (1 << 64) - 1
 _CUT = (1 << 64) // CHUNK
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -355,12 +356,12 @@ def _add_to_main(tx: Tx, records: list[tuple[int, list]], lists: _Lists | None =
 
 class _Lists:
     """Postings gathered per list in docno order: per field, each term's
-    docnos and its tfs above 1, and each document's field length."""
+    docnos, the field's length in each of those documents, and its tfs above 1."""
 
     def __init__(self) -> None:
         self.docnos: list[defaultdict[str, list[int]]] = [defaultdict(list) for _ in FIELDS]
+        self.lengths: list[defaultdict[str, list[int]]] = [defaultdict(list) for _ in FIELDS]
         self.tfs: list[dict[str, dict[int, int]]] = [{} for _ in FIELDS]
-        self.lengths: list[dict[int, int]] = [{} for _ in FIELDS]
         self.remove: list[dict[str, set[int]]] = [{} for _ in FIELDS]
         self.bounds: set[int] = set()
         self.batched = self.unsorted = False
@@ -371,31 +372,34 @@ class _Lists:
         docnos, fields = gathered
         self.batched = True
         self.bounds.update(filter(boundary, docnos))
-        for f, (lists, tfs, lengths, _) in enumerate(fields):
-            mine, my_tfs = self.docnos[f], self.tfs[f]
-            for term, found in lists.items():
+        for f, (names, sizes, flat, flat_lengths, tfs, _, _) in enumerate(fields):
+            mine, my_lengths, my_tfs = self.docnos[f], self.lengths[f], self.tfs[f]
+            flat, flat_lengths, at = flat.tolist(), flat_lengths.tolist(), 0
+            for term, n in zip(names, sizes):
+                found, lengths = flat[at:at + n], flat_lengths[at:at + n]
+                at += n
                 if invalid and not invalid.isdisjoint(found):
-                    found = [d for d in found if d not in invalid]
-                    if not found:
+                    kept = [(d, x) for d, x in zip(found, lengths) if d not in invalid]
+                    if not kept:
                         continue
+                    found, lengths = [d for d, _ in kept], [x for _, x in kept]
                 mine[term].extend(found)
+                my_lengths[term].extend(lengths)
             for term, extra in tfs.items():
                 my_tfs.setdefault(term, {}).update(
                     (d, tf) for d, tf in extra.items() if not (invalid and d in invalid))
-            self.lengths[f].update(zip(docnos, lengths) if not invalid else
-                                   ((d, n) for d, n in zip(docnos, lengths) if d not in invalid))
 
     def add(self, field: int, docno: int, entry: list) -> None:
         names = entry[1]
         if not names:
             return
         self.unsorted |= self.batched
-        self.lengths[field][docno] = entry[0]
         if boundary(docno):
             self.bounds.add(docno)
-        lists = self.docnos[field]
+        lists, lengths, length = self.docnos[field], self.lengths[field], entry[0]
         for term in names:
             lists[term].append(docno)
+            lengths[term].append(length)
         if max(entry[2]) > 1:
             tfs = self.tfs[field]
             for term, tf in zip(names, entry[2]):
@@ -410,16 +414,17 @@ class _Lists:
         """(key prefix, docnos, tfs, lengths, docnos to remove) of every list
         touched, in key order (a term's code points sort as its UTF-8 bytes)."""
         for field in range(len(FIELDS)):
-            lists, remove = self.docnos[field], self.remove[field]
-            length_of, tfs = self.lengths[field].__getitem__, self.tfs[field]
+            lists, lengths_of, remove, tfs = (self.docnos[field], self.lengths[field], self.remove[field],
+                                              self.tfs[field])
             for term in sorted(lists.keys() | remove.keys()):
-                docnos = lists.get(term, [])
-                if self.unsorted:
-                    docnos.sort()
+                docnos, lengths = lists.get(term, []), lengths_of.get(term, [])
+                if self.unsorted and docnos:
+                    pairs = sorted(zip(docnos, lengths))
+                    docnos, lengths = [d for d, _ in pairs], [x for _, x in pairs]
                 extra = tfs.get(term)
                 yield (list_prefix(field, term), docnos,
                        list(map(extra.get, docnos, repeat(1))) if extra else None,
-                       list(map(length_of, docnos)), remove.get(term, set()))
+                       lengths, remove.get(term, set()))
 
     def write(self, tx: Tx) -> None:
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
@@ -563,7 +568,7 @@ class _Bulk:
             invalid = set(gathered[0]).difference(d for d, _ in live) or None
             lists.add_batch(gathered, invalid)
             docnos, fields = gathered
-            for f, (_, _, lengths, keys) in enumerate(fields):
+            for f, (*_, lengths, keys) in enumerate(fields):
                 length, n = _STAT_KEYS[f]
                 if invalid:
                     lengths = [x for d, x in zip(docnos, lengths) if d not in invalid]
@@ -595,10 +600,12 @@ class _Bulk:
 
 def gather(items: list[tuple[int, tuple[list[str], list[str], list[str]]]]) -> tuple[list[int], list]:
     """What a batch of messages (docno, field texts), in docno order, adds
-    to the index, gathered per list: (docnos, per field (term → docnos,
-    term → {docno: tf above 1}, each document's length, each document's
-    whole-text keys)).  Appending a batch is then one step a list, not one a
-    posting."""
+    to the index, gathered per list so that the replay appends a batch with
+    one step a list, not one a posting: (docnos, per field (terms, each
+    term's number of postings, their docnos and the field's lengths in those
+    documents term after term, term → {docno: tf above 1}, each document's
+    length, each document's whole-text keys)).  Numbers travel as arrays,
+    which a pickle loads at once."""
     docnos = [d for d, _ in items]
     fields = []
     for f in range(len(FIELDS)):
@@ -615,7 +622,10 @@ def gather(items: list[tuple[int, tuple[list[str], list[str], list[str]]]]) -> t
                 for term, tf in zip(names, counts):
                     if tf > 1:
                         tfs.setdefault(term, {})[docno] = tf
-        fields.append((dict(lists), tfs, lengths, keys))
+        flat = array("Q", chain.from_iterable(lists.values()))
+        length_of = dict(zip(docnos, lengths)).__getitem__
+        fields.append((list(lists), array("I", map(len, lists.values())), flat,
+                       array("I", map(length_of, flat)), tfs, array("I", lengths), keys))
     return docnos, fields
 
 
@@ -631,34 +641,44 @@ def serve() -> None:
 
 
 class _Builder:
-    """Records of written messages, built in a second process while the
-    replay goes on.
+    """What :func:`gather` makes of the written messages' batches, mostly
+    made in a second process while the replay goes on.
 
-    Messages are handed over ``BUILD_BATCH`` at a time; the entries come back
-    in the same order.  Two threads move the bytes (the pipes would otherwise
-    make either process wait for the other).  A record is a function of the
-    message alone, so where it was built changes no byte, and a failure of
-    the second process (none started, one that died, short output) only
-    means building here.  The process is a fresh interpreter (``python -c``),
-    not a fork and not ``multiprocessing`` (whose children import the
-    parent's ``__main__``): it inherits no LMDB environment, no lock, no state.
+    Messages are handed over ``BUILD_BATCH`` at a time and come back in the
+    same order.  When the second process has more than ``BACKLOG`` batches
+    waiting, the replay gathers the next batch itself, so that neither
+    process waits long for the other.  Two threads move the bytes (the pipes
+    would otherwise make either process wait for the other).  What a batch
+    gathers is a function of its messages alone, so where it was gathered
+    changes no byte, and a failure of the second process (none started, one
+    that died, short output) only means gathering here.  The process is a
+    fresh interpreter (``python -c``), not a fork and not ``multiprocessing``
+    (whose children import the parent's ``__main__``): it inherits no LMDB
+    environment, no lock, no state.
     """
 
     def __init__(self) -> None:
         self.batches: list[list[tuple[int, Message]]] = [[]]
+        self.here: dict[int, tuple] = {}     # batch index → gathered here (not sent)
+        self.sent = 0
         self.proc: subprocess.Popen | None = None
         self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.frames: list[bytes] = []
         self.threads: list[threading.Thread] = []
 
     def add(self, docno: int, msg: Message) -> None:
-        self.batches[-1].append((docno, msg))
-        if len(self.batches[-1]) >= BUILD_BATCH:
+        batch = self.batches[-1]
+        batch.append((docno, msg))
+        if len(batch) >= BUILD_BATCH:
             if len(self.batches) == 1 and _cpus() > 1:
                 self._start()
-            if self.proc is not None:
-                data = pickle.dumps([(d, field_texts(m)) for d, m in self.batches[-1]], 5)
+            items = [(d, field_texts(m)) for d, m in batch]
+            if self.proc is not None and self.sent - len(self.frames) <= BACKLOG:
+                data = pickle.dumps(items, 5)
                 self.outbox.put(len(data).to_bytes(4, "big") + data)
+                self.sent += 1
+            else:
+                self.here[len(self.batches) - 1] = gather(items)
             self.batches.append([])
 
     def _start(self) -> None:
@@ -675,19 +695,22 @@ class _Builder:
             thread.start()
 
     def results(self) -> Iterator[tuple[list[tuple[int, Message]], tuple | None]]:
-        """(batch, what :func:`gather` made of it, or None if the second
-        process did not) of every batch, in order; the builder starts over."""
-        batches, self.batches = self.batches, [[]]
+        """(batch, what :func:`gather` made of it, or None if nobody did) of
+        every batch, in order; the builder starts over."""
+        batches, here, self.batches, self.here, self.sent = self.batches, self.here, [[]], {}, 0
         if self.proc is not None:
             self.outbox.put(None)            # the process ends after the last batch
             for thread in self.threads:
                 thread.join()
             _stop(self.proc, self.outbox)
             self.proc = None
-        frames, self.frames = self.frames, []
+        frames, self.frames = iter(self.frames), []
         for i, batch in enumerate(batches):
-            if batch:
-                yield batch, _loaded(frames[i]) if i < len(frames) else None
+            if i in here:
+                yield batch, here[i]
+            elif batch:
+                frame = next(frames, None) if len(batch) >= BUILD_BATCH else None
+                yield batch, None if frame is None else _loaded(frame)
 
 
 def _feed(outbox: queue.SimpleQueue, pipe) -> None:

@@ -42,6 +42,7 @@ def _replayed(path: str) -> dict:
 def small_batches(monkeypatch):
     """Batches of 4 messages, small merges, and a second CPU as far as the builder knows."""
     monkeypatch.setattr(terms, "BUILD_BATCH", 4)
+    monkeypatch.setattr(terms, "BACKLOG", 10**9)       # every batch goes out
     monkeypatch.setattr(terms, "MERGE_AT", 6)
     monkeypatch.setattr(terms, "_cpus", lambda: 2)
     loaded = []
@@ -54,6 +55,18 @@ def test_records_built_in_a_second_process_replay_to_the_live_bytes(tmp_path, sm
     live = _build(str(tmp_path / "s"))
     assert _replayed(str(tmp_path / "s")) == live
     assert len(small_batches) == 10            # 41 written messages: 10 whole batches went out
+
+
+@pytest.mark.parametrize("backlog", [-1, 0, 1])
+def test_batches_gathered_here_while_the_second_process_is_busy_replay_to_the_live_bytes(
+        tmp_path, small_batches, monkeypatch, backlog):
+    live = _build(str(tmp_path / "s"))
+    monkeypatch.setattr(terms, "BACKLOG", backlog)
+    assert _replayed(str(tmp_path / "s")) == live
+    if backlog < 0:
+        assert small_batches == []                # -1: never sent, all gathered here
+    else:
+        assert 1 <= len(small_batches) <= 10
 
 
 def test_a_replay_whose_second_process_cannot_start_builds_every_record_in_place(tmp_path, small_batches,
