@@ -364,11 +364,12 @@ class _Lists:
         self.tfs: list[dict[str, dict[int, int]]] = [{} for _ in FIELDS]
         self.remove: list[dict[str, set[int]]] = [{} for _ in FIELDS]
         self.bounds: set[int] = set()
-        self.batched = self.unsorted = False
+        self.batched = False
+        self.unsorted: set[tuple[int, str]] = set()     # lists a record was added to after batches
 
-    def add_batch(self, gathered: tuple[list[int], list], invalid: set[int] | None) -> None:
-        """Add what :func:`gather` made of a batch, but for the ``invalid`` docnos
-        (batches come in docno order, before any single record)."""
+    def add_batch(self, gathered: tuple[list[int], list]) -> None:
+        """Add what :func:`gather` made of a batch (batches come in docno
+        order, before any single record)."""
         docnos, fields = gathered
         self.batched = True
         self.bounds.update(filter(boundary, docnos))
@@ -376,30 +377,46 @@ class _Lists:
             mine, my_lengths, my_tfs = self.docnos[f], self.lengths[f], self.tfs[f]
             flat, flat_lengths, at = flat.tolist(), flat_lengths.tolist(), 0
             for term, n in zip(names, sizes):
-                found, lengths = flat[at:at + n], flat_lengths[at:at + n]
+                mine[term].extend(flat[at:at + n])
+                my_lengths[term].extend(flat_lengths[at:at + n])
                 at += n
-                if invalid and not invalid.isdisjoint(found):
-                    kept = [(d, x) for d, x in zip(found, lengths) if d not in invalid]
-                    if not kept:
-                        continue
-                    found, lengths = [d for d, _ in kept], [x for _, x in kept]
-                mine[term].extend(found)
-                my_lengths[term].extend(lengths)
             for term, extra in tfs.items():
-                my_tfs.setdefault(term, {}).update(
-                    (d, tf) for d, tf in extra.items() if not (invalid and d in invalid))
+                if term in my_tfs:
+                    my_tfs[term].update(extra)
+                else:
+                    my_tfs[term] = extra
+
+    def exclude(self, docnos: set[int]) -> None:
+        """Take ``docnos`` out of every list (before any single record is
+        added).  They are mostly the newest (the pending ones), so each list
+        is searched from the first of them on."""
+        lowest = min(docnos)
+        for f in range(len(FIELDS)):
+            lengths_of = self.lengths[f]
+            for term, found in self.docnos[f].items():
+                at = bisect_left(found, lowest)
+                hits = docnos.intersection(found[at:]) if at < len(found) else None
+                if hits:
+                    lengths = lengths_of[term]
+                    for d in sorted(hits, reverse=True):
+                        i = bisect_left(found, d)
+                        del found[i], lengths[i]
+            for extra in self.tfs[f].values():
+                for d in docnos.intersection(extra):
+                    del extra[d]
 
     def add(self, field: int, docno: int, entry: list) -> None:
         names = entry[1]
         if not names:
             return
-        self.unsorted |= self.batched
         if boundary(docno):
             self.bounds.add(docno)
         lists, lengths, length = self.docnos[field], self.lengths[field], entry[0]
         for term in names:
             lists[term].append(docno)
             lengths[term].append(length)
+        if self.batched:        # a record after the batches may land inside a list
+            self.unsorted.update(zip(repeat(field), names))
         if max(entry[2]) > 1:
             tfs = self.tfs[field]
             for term, tf in zip(names, entry[2]):
@@ -418,7 +435,9 @@ class _Lists:
                                               self.tfs[field])
             for term in sorted(lists.keys() | remove.keys()):
                 docnos, lengths = lists.get(term, []), lengths_of.get(term, [])
-                if self.unsorted and docnos:
+                if not docnos and term not in remove:
+                    continue                        # every posting was excluded
+                if (field, term) in self.unsorted:
                     pairs = sorted(zip(docnos, lengths))
                     docnos, lengths = [d for d, _ in pairs], [x for _, x in pairs]
                 extra = tfs.get(term)
@@ -558,29 +577,27 @@ class _Bulk:
     def _write_merged(self) -> None:
         """Write every merged document: those still standing in as messages
         from their batch's gathered postings, the rest record by record."""
-        lists, exact, facets = _Lists(), [], []
-        for items, gathered in self.builder.results():
-            live = [(d, m) for d, m in items if self.merged.get(d) is m]
-            if not live:
-                continue
-            if gathered is None or gathered[0] != [d for d, _ in items]:
-                gathered = gather([(d, field_texts(m)) for d, m in live])
-            invalid = set(gathered[0]).difference(d for d, _ in live) or None
-            lists.add_batch(gathered, invalid)
-            docnos, fields = gathered
-            for f, (*_, lengths, keys) in enumerate(fields):
+        lists, done = self.builder.lists()
+        exact, facets, invalid = [], [], set()
+        for items, (docnos, fields) in done:
+            live = [self.merged.get(d) is m for d, m in items]
+            invalid.update(d for d, ok in zip(docnos, live) if not ok)
+            for f, (lengths, keys) in enumerate(fields):
                 length, n = _STAT_KEYS[f]
-                if invalid:
-                    lengths = [x for d, x in zip(docnos, lengths) if d not in invalid]
-                    keys = [x for d, x in zip(docnos, keys) if d not in invalid]
+                if not all(live):
+                    lengths = [x for x, ok in zip(lengths, live) if ok]
+                    keys = [x if ok else () for x, ok in zip(keys, live)]
                 self.deltas[length] = self.deltas.get(length, 0) + sum(lengths)
                 self.deltas[n] = self.deltas.get(n, 0) + sum(map(bool, keys))
-                for docno, found in zip(docnos if not invalid else (d for d, _ in live), keys):
+                for docno, found in zip(docnos, keys):
                     if found:
                         exact.extend(zip(found, repeat(docno_key(docno))))
-            for docno, msg in live:
-                facets.extend(zip(facet_keys(msg), repeat(docno_key(docno))))
-                del self.merged[docno]
+            for (docno, msg), ok in zip(items, live):
+                if ok:
+                    facets.extend(zip(facet_keys(msg), repeat(docno_key(docno))))
+                    del self.merged[docno]
+        if invalid:
+            lists.exclude(invalid)
         for docno, msg in list(self.pending.items()):
             if isinstance(msg, Message):
                 self._built(docno, msg, record_of(msg))
@@ -642,7 +659,8 @@ def serve() -> None:
 
 class _Builder:
     """What :func:`gather` makes of the written messages' batches, mostly
-    made in a second process while the replay goes on.
+    made in a second process while the replay goes on, and added to one
+    :class:`_Lists` as the batches come back, in docno order.
 
     Messages are handed over ``BUILD_BATCH`` at a time and come back in the
     same order.  When the second process has more than ``BACKLOG`` batches
@@ -660,11 +678,13 @@ class _Builder:
     def __init__(self) -> None:
         self.batches: list[list[tuple[int, Message]]] = [[]]
         self.here: dict[int, tuple] = {}     # batch index → gathered here (not sent)
-        self.sent = 0
+        self.sent: list[int] = []            # indexes of the batches sent, in order
         self.proc: subprocess.Popen | None = None
         self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.frames: list[bytes] = []
         self.threads: list[threading.Thread] = []
+        self.added = _Lists()
+        self.done: list[tuple[list, tuple]] = []    # (batch, its docnos and per-field lengths and keys)
 
     def add(self, docno: int, msg: Message) -> None:
         batch = self.batches[-1]
@@ -673,13 +693,33 @@ class _Builder:
             if len(self.batches) == 1 and _cpus() > 1:
                 self._start()
             items = [(d, field_texts(m)) for d, m in batch]
-            if self.proc is not None and self.sent - len(self.frames) <= BACKLOG:
+            if self.proc is not None and len(self.sent) - len(self.frames) <= BACKLOG:
                 data = pickle.dumps(items, 5)
                 self.outbox.put(len(data).to_bytes(4, "big") + data)
-                self.sent += 1
+                self.sent.append(len(self.batches) - 1)
             else:
                 self.here[len(self.batches) - 1] = gather(items)
             self.batches.append([])
+            self._take(waiting=False)
+
+    def _take(self, waiting: bool) -> None:
+        """Add the batches that are back (all of them if ``waiting``), in order."""
+        while len(self.done) < len(self.batches) - 1:
+            i = len(self.done)
+            gathered = self.here.pop(i, None)
+            k = bisect_left(self.sent, i)
+            if gathered is None and k < len(self.sent) and self.sent[k] == i:
+                if k < len(self.frames):
+                    gathered = _loaded(self.frames[k])
+                    self.frames[k] = b""           # its memory back
+                elif not waiting:
+                    return                         # not back yet
+            batch = self.batches[i]
+            if gathered is None or gathered[0] != [d for d, _ in batch]:
+                gathered = gather([(d, field_texts(m)) for d, m in batch])
+            self.added.add_batch(gathered)
+            docnos, fields = gathered
+            self.done.append((batch, (docnos, [(f[5], f[6]) for f in fields])))
 
     def _start(self) -> None:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -694,23 +734,22 @@ class _Builder:
         for thread in self.threads:
             thread.start()
 
-    def results(self) -> Iterator[tuple[list[tuple[int, Message]], tuple | None]]:
-        """(batch, what :func:`gather` made of it, or None if nobody did) of
-        every batch, in order; the builder starts over."""
-        batches, here, self.batches, self.here, self.sent = self.batches, self.here, [[]], {}, 0
+    def lists(self) -> tuple[_Lists, list[tuple[list, tuple]]]:
+        """Every batch added (the last, short one gathered here): the lists,
+        and each batch with its docnos and per-field lengths and whole-text
+        keys.  The builder starts over."""
         if self.proc is not None:
             self.outbox.put(None)            # the process ends after the last batch
             for thread in self.threads:
                 thread.join()
             _stop(self.proc, self.outbox)
             self.proc = None
-        frames, self.frames = iter(self.frames), []
-        for i, batch in enumerate(batches):
-            if i in here:
-                yield batch, here[i]
-            elif batch:
-                frame = next(frames, None) if len(batch) >= BUILD_BATCH else None
-                yield batch, None if frame is None else _loaded(frame)
+        if self.batches[-1]:
+            self.batches.append([])
+        self._take(waiting=True)
+        out = self.added, self.done
+        self.__init__()
+        return out
 
 
 def _feed(outbox: queue.SimpleQueue, pipe) -> None:
