@@ -55,7 +55,7 @@ from bisect import bisect_left
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import partial
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, chain, islice, repeat
 from operator import sub
 from typing import Iterator
 
@@ -375,11 +375,10 @@ class _Lists:
         self.bounds.update(filter(boundary, docnos))
         for f, (names, sizes, flat, flat_lengths, tfs, _, _) in enumerate(fields):
             mine, my_lengths, my_tfs = self.docnos[f], self.lengths[f], self.tfs[f]
-            flat, flat_lengths, at = flat.tolist(), flat_lengths.tolist(), 0
+            flat, flat_lengths = iter(flat), iter(flat_lengths)
             for term, n in zip(names, sizes):
-                mine[term].extend(flat[at:at + n])
-                my_lengths[term].extend(flat_lengths[at:at + n])
-                at += n
+                mine[term].extend(islice(flat, n))
+                my_lengths[term].extend(islice(flat_lengths, n))
             for term, extra in tfs.items():
                 if term in my_tfs:
                     my_tfs[term].update(extra)
