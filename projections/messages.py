@@ -109,8 +109,14 @@ def timestamp(tx: Tx, message_id: str) -> int:
 
 
 def put(tx: Tx, state: State) -> None:
-    key, value, db = to_bytes(state.message_id), _encode(state), tx.db(DB)
-    # a new message has the greatest id: appended without a search (False: an update)
+    tx.txn.put(to_bytes(state.message_id), _encode(state), db=tx.db(DB))
+
+
+def put_written(tx: Tx, message_id: str, docno: int) -> None:
+    """The state of a message just written (what :func:`from_written` gives):
+    its document number alone."""
+    key, value, db = to_bytes(message_id), codec.dumps(docno), tx.db(DB)
+    # a new message has the greatest id: appended without a search
     if not tx.txn.put(key, value, db=db, append=True):
         tx.txn.put(key, value, db=db)
 

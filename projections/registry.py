@@ -43,13 +43,12 @@ class Projector:
 
     def _written(self, tx: Tx, seq: int, event: MessageWritten, size: int) -> None:
         msg = event.message
-        state = messages.from_written(seq, event, size)
-        messages.put(tx, state)
+        messages.put_written(tx, msg.message_id, seq)
         history.add(tx, msg.session_id, msg.message_id)
         sessions.added(tx, msg.session_id, msg.message_id, msg.timestamp, msg.metadata.memory_kind)
         relations.add(tx, msg.message_id, msg.metadata)
         terms.index(tx, seq, msg)
-        stats.add(tx, active=1, body_bytes=state.content_bytes,
+        stats.add(tx, active=1, body_bytes=len(msg.content.encode("utf-8")),
                   metadata_bytes=_metadata_bytes(msg.metadata))
 
     def _updated(self, tx: Tx, seq: int, event: MessageUpdated, size: int) -> None:

@@ -250,6 +250,8 @@ def _to_run_start(cur, prefix: bytes, start: bytes, removing: bool) -> None:
 def _field_entry(field: int, texts: list[str]) -> list:
     """[length, terms, tfs, whole-text keys] of one field (stored with the
     terms joined by NUL: :func:`_encode_record`)."""
+    if not texts:
+        return [0, (), b"", []]
     toks = terms(texts[0]) if len(texts) == 1 else [t for text in texts for t in terms(text)]
     exact = [exact_key(field, text) for text in dict.fromkeys(texts)]
     if not toks:
