@@ -652,10 +652,13 @@ def serve() -> None:
     field texts) from stdin and writes what :func:`gather` makes of each to
     stdout, each a length-prefixed pickle."""
     src, out = sys.stdin.buffer, sys.stdout.buffer
-    while head := src.read(4):
-        data = pickle.dumps(gather(pickle.loads(src.read(int.from_bytes(head, "big")))), 5)
-        out.write(len(data).to_bytes(4, "big") + data)
-        out.flush()
+    try:
+        while head := src.read(4):
+            data = pickle.dumps(gather(pickle.loads(src.read(int.from_bytes(head, "big")))), 5)
+            out.write(len(data).to_bytes(4, "big") + data)
+            out.flush()
+    except (BrokenPipeError, EOFError, pickle.UnpicklingError):
+        pass                # the replay went away (or was killed): nobody waits for more
 
 
 class _Builder:

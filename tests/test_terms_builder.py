@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import pickle
+import subprocess
+import sys
+
 import pytest
 
 from projections import terms
@@ -99,3 +104,29 @@ def test_a_record_needed_before_its_batch_returns_is_built_in_place(tmp_path, sm
     finally:
         svc.close()
     assert _replayed(path) == live
+
+
+def _serve(stdin: bytes) -> subprocess.CompletedProcess:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(terms.__file__)))
+    return subprocess.run([sys.executable, "-c", "from projections.terms import serve; serve()"],
+                          input=stdin, capture_output=True, cwd=root, timeout=60)
+
+
+def test_the_second_process_answers_each_batch_with_what_gather_makes_of_it():
+    batches = [[(1, (["hello world, hello"], [], [])), (2, (["東京の天気"], ["a summary"], ["t", "u"]))],
+               [(5, (["ERR_CONN_RESET again"], [], []))]]
+    frames = [pickle.dumps(b, 5) for b in batches]
+    done = _serve(b"".join(len(f).to_bytes(4, "big") + f for f in frames))
+    assert done.returncode == 0 and done.stderr == b""
+    out, answers = done.stdout, []
+    while out:
+        n = int.from_bytes(out[:4], "big")
+        answers.append(pickle.loads(out[4:4 + n]))
+        out = out[4 + n:]
+    assert answers == [terms.gather(b) for b in batches]
+
+
+def test_the_second_process_ends_quietly_on_a_cut_frame():
+    frame = pickle.dumps([(1, (["hello"], [], []))], 5)
+    done = _serve(len(frame).to_bytes(4, "big") + frame[:-3])
+    assert done.returncode == 0 and done.stderr == b"" and done.stdout == b""
