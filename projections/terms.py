@@ -33,10 +33,15 @@ in this log; ``field`` = 0 content, 1 summary, 2 tags.  Sub-databases:
 
 Field lengths and counts live in ``stats`` (``len_*``, ``n_*``).
 
-A full replay runs in *bulk* mode (``tx.memo["bulk"]``): records are kept in
-memory, the merges the live path would do are followed in memory too, and
-the chunks are written at the end of the transaction — the same bytes, without
-re-reading and re-writing chunks every ``MERGE_AT`` documents.
+A full replay runs in *bulk* mode (``tx.memo["bulk"]``): the merges the live
+path would do are followed in memory, and the chunks are written at the end of
+the transaction — the same bytes, without re-reading and re-writing chunks
+every ``MERGE_AT`` documents.  Written messages are tokenized in batches
+(:func:`gather`), mostly by a second process while the replay goes on
+(:class:`_Builder`); each batch comes back gathered per list, so it joins the
+lists with one step a list rather than one a posting.  A message updated or
+deleted while its batch is out gets its record built on the spot, and is left
+out of what its batch brought.
 """
 
 from __future__ import annotations
