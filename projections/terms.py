@@ -357,8 +357,8 @@ def _add_to_main(tx: Tx, records: list[tuple[int, list]], lists: _Lists | None =
         lists.write(tx)
     else:
         lists.append(tx)
-    _put_dups(tx, EXACT, exact)
-    _put_dups(tx, FACETS, facets)
+    _put_dups(tx, EXACT, exact, newest=True)
+    _put_dups(tx, FACETS, facets, newest=True)
 
 
 class _Lists:
@@ -468,10 +468,16 @@ class _Lists:
             raise AssertionError("posting chunks were not appended in key order")
 
 
-def _put_dups(tx: Tx, db: str, items: list[tuple[bytes, bytes]]) -> None:
+def _put_dups(tx: Tx, db: str, items: list[tuple[bytes, bytes]], newest: bool = False) -> None:
+    """Put (key, docno) pairs.  ``newest``: every docno is greater than any
+    already under its key (a merge's), so each goes at the end of its key's
+    duplicates (``MDB_APPENDDUP``: full pages left behind, not half-full ones);
+    should one not, the pairs are put again the ordinary way."""
     if items:
+        items.sort()
         with tx.txn.cursor(db=tx.db(db)) as cur:
-            cur.putmulti(sorted(items))
+            if not newest or cur.putmulti(items, append=True)[1] != len(items):
+                cur.putmulti(items)
 
 
 def _delete_dups(tx: Tx, db: str, items) -> None:

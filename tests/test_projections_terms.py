@@ -39,3 +39,17 @@ def test_a_content_update_replaces_the_content_postings(service):
     service.update_message(mid, "giraffe crossing", {}, None)
     assert found(service, "giraffe") == [mid] and found(service, "zebra") == []
     assert postings_of(service, 0, "zebra") == 0 and postings_of(service, 0, "cross") == 1
+
+
+def test_pairs_said_to_be_newest_are_all_put_even_when_one_is_not(service):
+    """A merge appends each docno at the end of its key's duplicates; a pair that
+    does not belong at the end is put the ordinary way, with the rest."""
+    dk = terms.docno_key
+
+    def put_both(w):
+        terms._put_dups(w, terms.FACETS, [(b"zz", dk(5)), (b"zy", dk(9))], newest=True)
+        terms._put_dups(w, terms.FACETS, [(b"zz", dk(3)), (b"zz", dk(7)), (b"zx", dk(1))], newest=True)
+        with w.txn.cursor(db=w.db(terms.FACETS)) as cur:
+            return [(k, int.from_bytes(v, "big")) for k, v in cur if k.startswith(b"z")]
+    got = service.store.execute(put_both)
+    assert got == [(b"zx", 1), (b"zy", 9), (b"zz", 3), (b"zz", 5), (b"zz", 7)]
