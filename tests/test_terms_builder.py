@@ -6,8 +6,12 @@ import os
 import pickle
 import subprocess
 import sys
+import tempfile
+from unittest import mock
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from projections import terms
 from tools.replay import dump_projections
@@ -130,3 +134,36 @@ def test_the_second_process_ends_quietly_on_a_cut_frame():
     frame = pickle.dumps([(1, (["hello"], [], []))], 5)
     done = _serve(len(frame).to_bytes(4, "big") + frame[:-3])
     assert done.returncode == 0 and done.stderr == b"" and done.stdout == b""
+
+
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("write"), st.integers(0, 40), st.integers(0, 2), st.booleans()),
+    st.tuples(st.just("update"), st.integers(0, 10**6), st.integers(0, 40) | st.none(), st.booleans()),
+    st.tuples(st.just("delete"), st.integers(0, 10**6), st.none(), st.booleans())), min_size=1, max_size=45)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, batch=st.sampled_from([2, 3, 5]), backlog=st.sampled_from([-1, 0, 1, 10**9]),
+       merge_at=st.sampled_from([2, 4, 7]))
+def test_any_log_replays_to_the_live_bytes_however_its_batches_travel(ops, batch, backlog, merge_at):
+    with tempfile.TemporaryDirectory() as tmp, \
+            mock.patch.object(terms, "MERGE_AT", merge_at), mock.patch.object(terms, "BUILD_BATCH", batch), \
+            mock.patch.object(terms, "BACKLOG", backlog), mock.patch.object(terms, "_cpus", lambda: 2):
+        svc = open_service(tmp)
+        try:
+            live_ids: list[str] = []
+            for kind, a, b, flag in ops:
+                if kind == "write":
+                    text = " ".join(WORDS[(a + j) % len(WORDS)] for j in range(a % 4 + 1)) + f" w{a} w{a}"
+                    live_ids.append(write(svc, text, session=f"s{b}", tags=("ops",) if flag else ()))
+                elif live_ids and kind == "update":
+                    mid = live_ids[a % len(live_ids)]
+                    text = None if b is None else f"{WORDS[b % len(WORDS)]} changed u{b} u{b} u{b}"
+                    svc.update_message(mid, text, {"tags": ("upd",)} if flag else {"importance": b or 1}, None)
+                elif live_ids and kind == "delete":
+                    svc.delete_message(live_ids.pop(a % len(live_ids)), None)
+            live = dump_projections(svc.store)
+            svc.store.rebuild_projections()
+            assert dump_projections(svc.store) == live
+        finally:
+            svc.close()
