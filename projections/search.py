@@ -145,7 +145,8 @@ class _List:
     def chunk(self, i: int) -> tuple:
         found = self.decoded.get(i)
         if found is None:
-            found = self.decoded[i] = terms.decode_chunk(self.starts[i], self.chunks[i])
+            key = terms.list_prefix(self.field, self.term) + terms.docno_key(self.starts[i])
+            found = self.decoded[i] = terms.decode_chunk(key, self.chunks[i])
         return found
 
     def postings(self):

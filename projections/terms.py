@@ -7,7 +7,9 @@ in this log; ``field`` = 0 content, 1 summary, 2 tags.  Sub-databases:
   term's posting list in document order: for each document its docno, the
   term's frequency ``tf`` and the field's length in terms, packed as arrays in
   the narrowest width that holds them (:func:`encode_chunk`, ~3 bytes a
-  posting).  The key's docno is the chunk's first.  A list is cut before every
+  posting), then a CRC-32 of key and value, so a damaged chunk — or one
+  whose key changed — is refused when read.  The key's docno is the chunk's
+  first.  A list is cut before every
   posting whose docno is a *boundary* (:func:`boundary`: one docno in
   ``CHUNK``, by a hash of the number alone), so the chunks are a function of
   the postings alone — however and whenever they arrived.  That is what lets
@@ -25,8 +27,8 @@ in this log; ``field`` = 0 content, 1 summary, 2 tags.  Sub-databases:
 * ``exact`` (dupsort, dupfixed 6): field byte + hash of the whole normalized
   field text (each tag on its own) → docno, for SPEC §6.10's whole-field match.
 * ``docs``: docno → id (16) + kind, tier, importance (1 each) + timestamp (8) +
-  session id — written at once, not merged: what filters and tie-breaks need
-  without decoding messages.
+  session id + CRC-32 of key and value — written at once, not merged: what
+  filters and tie-breaks need without decoding messages.
 * ``facets`` (dupsort, dupfixed 6): one list of docnos per filter value —
   ``s`` + session id, ``k`` + kind, ``t`` + tier, ``i`` + importance,
   ``g`` + tag (:class:`FacetFilter`).
@@ -55,6 +57,7 @@ import subprocess
 import sys
 import threading
 import weakref
+import zlib
 from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict
@@ -133,22 +136,36 @@ def _unpacked(code: str, raw) -> array:
     return arr
 
 
-def encode_chunk(docnos: list[int], tfs: list[int] | None, lengths: list[int]) -> bytes:
+def _sealed(key: bytes, body: bytes) -> bytes:
+    """``body`` and the CRC-32 of key and body (4 bytes, little-endian)."""
+    return body + zlib.crc32(body, zlib.crc32(key)).to_bytes(4, "little")
+
+
+def _unsealed(key: bytes, raw: bytes, what: str) -> bytes:
+    """The body of a sealed value, if it is the one written under ``key``."""
+    body = raw[:-4]
+    if len(raw) < 4 or zlib.crc32(body, zlib.crc32(key)).to_bytes(4, "little") != raw[-4:]:
+        raise CorruptStoreError(f"{what} failed its checksum")
+    return body
+
+
+def encode_chunk(key: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int]) -> bytes:
     """One byte of widths, then the n−1 docno gaps, the tfs (left out when all
     are 1; ``None`` says so) and the lengths, each array in the narrowest width
-    that holds it."""
+    that holds it; then the CRC-32 of the chunk's key and those bytes."""
     gaps = list(map(sub, docnos[1:], docnos[:-1]))
     top = max(gaps, default=0)
     g = 0 if top < 1 << 8 else 1 if top < 1 << 16 else 2 if top < 1 << 32 else 3
     ones = tfs is None or tfs.count(1) == len(tfs)
     wide = max(lengths) > 255
     head = bytes((g | (0 if ones else 4) | (8 if wide else 0),))
-    return (head + _packed(_GAP_CODES[g], gaps) + (b"" if ones else bytes(tfs))
-            + _packed("H" if wide else "B", lengths))
+    return _sealed(key, head + _packed(_GAP_CODES[g], gaps) + (b"" if ones else bytes(tfs))
+                   + _packed("H" if wide else "B", lengths))
 
 
-def decode_chunk(start: int, raw: bytes) -> tuple[list[int], bytes, array]:
-    """(docnos, tfs, lengths) of the chunk whose first docno is ``start``."""
+def decode_chunk(key: bytes, raw: bytes) -> tuple[list[int], bytes, array]:
+    """(docnos, tfs, lengths) of the chunk stored under ``key``."""
+    raw = _unsealed(key, raw, "a posting chunk")
     code = raw[0] if raw else 255
     if code > 15:
         raise CorruptStoreError("a posting chunk has an unknown layout")
@@ -157,18 +174,20 @@ def decode_chunk(start: int, raw: bytes) -> tuple[list[int], bytes, array]:
     if rest or n < 1:
         raise CorruptStoreError("a posting chunk has the wrong length")
     at = 1 + (n - 1) * wg
+    start = int.from_bytes(key[-6:], "big")
     docnos = list(accumulate(_unpacked(_GAP_CODES[code & 3], raw[1:at]), initial=start))
     tfs = raw[at:at + n] if wt else b"\x01" * n
     return docnos, tfs, _unpacked("H" if wl == 2 else "B", raw[at + n * wt:])
 
 
 def chunk_count(raw: bytes) -> int:
-    """The number of postings in a chunk, from its length alone."""
+    """The number of postings in a chunk, from its length alone (the
+    checksum is checked when the chunk is decoded)."""
     code = raw[0] if raw else 255
     if code > 15:
         raise CorruptStoreError("a posting chunk has an unknown layout")
     wg = 1 << (code & 3)
-    return (len(raw) - 1 + wg) // (wg + ((code >> 2) & 1) + (2 if code & 8 else 1))
+    return (len(raw) - 5 + wg) // (wg + ((code >> 2) & 1) + (2 if code & 8 else 1))
 
 
 def _chunked(prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int],
@@ -182,8 +201,8 @@ def _chunked(prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: l
         starts = sorted(i for i in map(partial(bisect_left, docnos), bounds.intersection(docnos)) if i)
     out = []
     for i, j in zip([0, *starts], [*starts, len(docnos)]):
-        out.append((prefix + docno_key(docnos[i]),
-                    encode_chunk(docnos[i:j], None if tfs is None else tfs[i:j], lengths[i:j])))
+        key = prefix + docno_key(docnos[i])
+        out.append((key, encode_chunk(key, docnos[i:j], None if tfs is None else tfs[i:j], lengths[i:j])))
     return out
 
 
@@ -220,7 +239,7 @@ def _combined(run: dict[bytes, bytes], docnos: list[int], tfs: list[int] | None,
               remove: set[int], bounds: set[int] | None) -> tuple:
     """The run's postings with ``docnos`` added and ``remove`` taken out, and
     what is known of their boundaries (see :func:`_chunked`)."""
-    chunks = [decode_chunk(int.from_bytes(k[-6:], "big"), raw) for k, raw in run.items()]
+    chunks = [decode_chunk(k, raw) for k, raw in run.items()]
     if len(chunks) == 1 and not remove and docnos and docnos[0] > chunks[0][0][-1]:
         # appending after the last chunk: its own postings hold no boundary but the first
         old, old_tfs, old_lengths = chunks[0]
@@ -516,10 +535,11 @@ class Doc:
     session_id: str
 
 
-def _doc_value(msg: Message) -> bytes:
+def _doc_value(key: bytes, msg: Message) -> bytes:
     m = msg.metadata
-    return _DOC.pack(to_bytes(msg.message_id), KINDS.index(m.memory_kind), TIERS.index(m.memory_tier),
-                     m.importance, msg.timestamp) + msg.session_id.encode("utf-8")
+    return _sealed(key, _DOC.pack(to_bytes(msg.message_id), KINDS.index(m.memory_kind),
+                                  TIERS.index(m.memory_tier), m.importance, msg.timestamp)
+                   + msg.session_id.encode("utf-8"))
 
 
 # Offsets of the filterable fields inside a ``docs`` value (see :func:`raw_doc`).
@@ -527,8 +547,11 @@ DOC_KIND, DOC_TIER, DOC_IMPORTANCE, DOC_SESSION = 16, 17, 18, _DOC.size
 
 
 def raw_doc(tx: Tx, docno: int) -> bytes | None:
-    """The ``docs`` value itself, for filters that compare a byte or two."""
-    return tx.txn.get(docno_key(docno), db=tx.db(DOCS))
+    """The ``docs`` value (checksum checked and cut off), for filters that
+    compare a byte or two."""
+    key = docno_key(docno)
+    raw = tx.txn.get(key, db=tx.db(DOCS))
+    return None if raw is None else _unsealed(key, raw, "a search document record")
 
 
 def doc(tx: Tx, docno: int) -> Doc | None:
@@ -855,7 +878,8 @@ def _count(deltas: dict[str, int], rec: list, sign: int, fields=range(len(FIELDS
 
 
 def index(tx: Tx, docno: int, msg: Message) -> None:
-    key, value, docs = docno_key(docno), _doc_value(msg), tx.db(DOCS)
+    key, docs = docno_key(docno), tx.db(DOCS)
+    value = _doc_value(key, msg)
     if not tx.txn.put(key, value, db=docs, append=True):     # docnos only grow: no search
         tx.txn.put(key, value, db=docs)
     bulk = _bulk(tx)
@@ -899,7 +923,8 @@ def reindex(tx: Tx, docno: int, old: Message, new: Message, content_changed: boo
     deltas: dict[str, int] = {}
     _count(deltas, before, -1, changed)
     _count(deltas, after, +1, changed)
-    tx.txn.put(docno_key(docno), _doc_value(new), db=tx.db(DOCS))
+    key = docno_key(docno)
+    tx.txn.put(key, _doc_value(key, new), db=tx.db(DOCS))
     rec, pend = _held(tx, docno)
     if rec is not None:
         for f in changed:

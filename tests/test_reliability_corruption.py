@@ -407,3 +407,32 @@ async def test_a_damaged_session_answers_corrupt_store_in_the_sessions_view(stor
     async with Client(build_server(store_path)) as client:
         is_error, out = _body(await client.call_tool("read_messages", {"view": "sessions"}))
     assert is_error and out["error"]["code"] == "CORRUPT_STORE", out
+
+
+@pytest.mark.anyio
+async def test_a_changed_byte_in_a_search_document_row_answers_corrupt_store(store_path):
+    """A docs row carries a CRC-32 of its key and value: an importance byte changed
+    is refused, not used to filter or to name a result."""
+    make_store(store_path)
+    key = (1).to_bytes(6, "big")                      # message 0 is event 1
+    value = bytearray(get_raw(store_path, b"docs", key))
+    value[18] ^= 0x01                                 # the importance byte
+    put_raw(store_path, b"docs", key, bytes(value))
+    async with Client(build_server(store_path)) as client:
+        for args in ({"query": "MARKER000END"}, {"query": "hello", "min_importance": 1}):
+            is_error, out = _body(await client.call_tool("search_messages", args))
+            assert is_error and out["error"]["code"] == "CORRUPT_STORE", (args, out)
+            assert "checksum" in out["error"]["message"]
+
+
+@pytest.mark.anyio
+async def test_a_changed_byte_in_a_posting_chunk_answers_corrupt_store(store_path):
+    make_store(store_path, n=300)                     # enough writes for merged chunks
+    with raw_txn(store_path, b"postings", write=True) as (txn, handle):
+        key = next(k for k, _ in txn.cursor(db=handle) if k.startswith(b"\x00hello\x00"))
+        value = bytearray(txn.get(key, db=handle))
+        value[1] ^= 0x02                              # a docno gap
+        txn.put(key, bytes(value), db=handle)
+    async with Client(build_server(store_path)) as client:
+        is_error, out = _body(await client.call_tool("search_messages", {"query": "hello"}))
+    assert is_error and out["error"]["code"] == "CORRUPT_STORE", out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from contextlib import contextmanager
 
 import lmdb
@@ -9,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eventstore.errors import CorruptStoreError
 from eventstore.events import Metadata
 from projections import terms
 from projections.search import Filters
@@ -22,17 +24,40 @@ DOCNOS = st.integers(min_value=1, max_value=(1 << 48) - 1)
 def test_a_chunk_decodes_to_what_was_encoded(postings):
     postings.sort()
     docnos, tfs, lengths = (list(x) for x in zip(*postings))
-    raw = terms.encode_chunk(docnos, tfs, lengths)
-    got_docnos, got_tfs, got_lengths = terms.decode_chunk(docnos[0], raw)
+    key = terms.list_prefix(0, "word") + terms.docno_key(docnos[0])
+    raw = terms.encode_chunk(key, docnos, tfs, lengths)
+    got_docnos, got_tfs, got_lengths = terms.decode_chunk(key, raw)
     assert (got_docnos, list(got_tfs), list(got_lengths)) == (docnos, tfs, lengths)
     assert terms.chunk_count(raw) == len(docnos)
 
 
-@pytest.mark.parametrize("raw", [b"", b"\x10\x01", b"\x00", b"\x01\x05\x05"])
+def _seal(key: bytes, body: bytes) -> bytes:
+    return body + zlib.crc32(body, zlib.crc32(key)).to_bytes(4, "little")
+
+
+KEY = terms.list_prefix(0, "word") + terms.docno_key(1)
+
+
+@pytest.mark.parametrize("raw", [b"", b"\x00\x01\x02", _seal(KEY, b""), _seal(KEY, b"\x10\x01"),
+                                 _seal(KEY, b"\x00"), _seal(KEY, b"\x01\x05\x05")],
+                         ids=["empty", "shorter than a checksum", "sealed empty", "unknown layout",
+                              "no lengths", "wrong length"])
 def test_a_malformed_chunk_is_corrupt_store(raw):
-    from eventstore.errors import CorruptStoreError
     with pytest.raises(CorruptStoreError):
-        terms.decode_chunk(1, raw)
+        terms.decode_chunk(KEY, raw)
+
+
+@given(st.data())
+def test_a_chunk_with_any_bit_changed_or_under_another_key_is_corrupt_store(data):
+    docnos = [1, 5, 9, 300]
+    raw = terms.encode_chunk(KEY, docnos, [1, 2, 1, 1], [4, 4, 7, 300])
+    at = data.draw(st.integers(0, len(raw) * 8 - 1))
+    flipped = bytearray(raw)
+    flipped[at // 8] ^= 1 << (at % 8)
+    with pytest.raises(CorruptStoreError):
+        terms.decode_chunk(KEY, bytes(flipped))
+    with pytest.raises(CorruptStoreError):
+        terms.decode_chunk(terms.list_prefix(0, "ward") + terms.docno_key(1), raw)
 
 
 def _chunks_of(txn, db, prefix: bytes) -> list[tuple[bytes, bytes]]:
