@@ -130,7 +130,7 @@ def _written(payload: list, version: int) -> MessageWritten:
     _check(isinstance(mid, bytes) and isinstance(session, str) and isinstance(content, str)
            and type(ts) is int and type(upd) is int and type(rev) is int)
     if version == 1:
-        _check(isinstance(role, str))
+        _check(role in ROLES)
         return MessageWritten(Message(to_str(mid), session, role, content, ts, upd, rev,
                                       metadata_from_list(meta)))
     _check(type(role) is int and 0 <= role < len(ROLES))

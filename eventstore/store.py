@@ -88,6 +88,7 @@ class WriteTx(Tx):
     appended: list[tuple[int, int]] = field(default_factory=list)
     deferred: dict[tuple[str, bytes], Callable[[], bytes]] = field(default_factory=dict)
     finishers: list[Callable[[], None]] = field(default_factory=list)
+    enders: list[Callable[[], None]] = field(default_factory=list)
     watermark: int | None = None
     _next_seq: int | None = None
 
@@ -128,6 +129,16 @@ class WriteTx(Tx):
     def undefer(self, db: str, key: bytes) -> None:
         """Drop a deferred put of ``key`` (the caller deleted it meanwhile)."""
         self.deferred.pop((db, key), None)
+
+    def at_end(self, end: Callable[[], None]) -> None:
+        """Run ``end()`` when the transaction is over, committed or not (to
+        release what a projector started: a process, a thread)."""
+        self.enders.append(end)
+
+    def ended(self) -> None:
+        for end in self.enders:
+            end()
+        self.enders.clear()
 
     def at_flush(self, finish: Callable[[], None]) -> None:
         """Run ``finish()`` at :meth:`flush`, before the deferred puts."""
@@ -333,10 +344,13 @@ class EventStore:
             try:
                 with self._transaction(write=True) as txn:
                     w = WriteTx(txn, self._dbs, store=self)
-                    result = fn(w)
-                    if count_io and w.appended:
-                        self._count_io(w)
-                    w.flush()
+                    try:
+                        result = fn(w)
+                        if count_io and w.appended:
+                            self._count_io(w)
+                        w.flush()
+                    finally:
+                        w.ended()
                 return result
             except lmdb.MapFullError:
                 self._grow()

@@ -37,7 +37,7 @@ Field lengths and counts live in ``stats`` (``len_*``, ``n_*``).
 
 A full replay runs in *bulk* mode (``tx.memo["bulk"]``): the merges the live
 path would do are followed in memory, and the chunks are written at the end of
-the transaction — the same bytes, without re-reading and re-writing chunks
+the transaction (and every ``BULK_HOLD`` merged documents) — the same bytes, without re-reading and re-writing chunks
 every ``MERGE_AT`` documents.  Written messages are tokenized in batches
 (:func:`gather`), mostly by a second process while the replay goes on
 (:class:`_Builder`); each batch comes back gathered per list, so it joins the
@@ -56,6 +56,7 @@ import struct
 import subprocess
 import sys
 import threading
+import unicodedata
 import weakref
 import zlib
 from array import array
@@ -67,13 +68,15 @@ from itertools import accumulate, chain, islice, repeat
 from operator import sub
 from typing import Iterator
 
+import Stemmer
+
 from eventstore import codec
 from eventstore.errors import CorruptStoreError
 from eventstore.events import KINDS, TIERS, Message
 from eventstore.ids import to_bytes, to_str
 from eventstore.store import Tx
 
-from . import stats
+from . import stats, tokens
 from .tokens import normalize, terms
 
 POSTINGS, PENDING, EXACT, DOCS, FACETS = "postings", "pending", "exact", "docs", "facets"
@@ -88,6 +91,8 @@ CHUNK = 128             # one docno in CHUNK is a chunk boundary
 BULK_HOLD = 100_000     # records a bulk replay keeps in memory before writing them
 BUILD_BATCH = 512       # written messages a replay hands the second process at a time
 BACKLOG = 2             # batches the second process may have waiting before the replay gathers one itself
+FRAME_MAX = 1 << 28     # bytes in a frame from the second process (a 512-message batch's is ~250 KB)
+JOIN_WAIT = 30.0        # seconds the end of a replay waits for the second process before stopping it
 _MASK64 = (1 << 64) - 1
 _CUT = (1 << 64) // CHUNK
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -579,6 +584,7 @@ class _Bulk:
         self.merged: dict[int, list | Message] = {}     # merged, not yet written
         self.deltas: dict[str, int] = {}
         self.builder = _Builder()
+        tx.at_end(self.builder.stop)          # a replay that fails leaves no process behind
         with tx.txn.cursor(db=tx.db(PENDING)) as cur:
             self.pending.update((int.from_bytes(k, "big"), _decode_record(v)) for k, v in cur)
         tx.txn.drop(tx.db(PENDING), delete=False)
@@ -685,6 +691,8 @@ def serve() -> None:
     """The second process of :class:`_Builder`: reads batches of (docno,
     field texts) from stdin and writes what :func:`gather` makes of each to
     stdout, each a length-prefixed pickle."""
+    if sys.argv[1:] != [_FINGERPRINT]:
+        return              # other code on disk than the replay's: it gathers every batch itself
     src, out = sys.stdin.buffer, sys.stdout.buffer
     try:
         while head := src.read(4):
@@ -707,10 +715,14 @@ class _Builder:
     would otherwise make either process wait for the other).  What a batch
     gathers is a function of its messages alone, so where it was gathered
     changes no byte, and a failure of the second process (none started, one
-    that died, short output) only means gathering here.  The process is a
-    fresh interpreter (``python -c``), not a fork and not ``multiprocessing``
+    that died or hangs, garbage or short output) only means gathering here:
+    a frame that is too long or cut ends the reading and the process, and the
+    end of a replay waits at most ``JOIN_WAIT`` seconds for it.  The process is
+    a fresh interpreter (``python -c``), not a fork and not ``multiprocessing``
     (whose children import the parent's ``__main__``): it inherits no LMDB
-    environment, no lock, no state.
+    environment, no lock, no state.  It is handed a fingerprint of the code
+    this process loaded (:data:`_FINGERPRINT`) and does nothing if the code it
+    loads from disk differs (an upgrade under a running server).
     """
 
     def __init__(self) -> None:
@@ -753,24 +765,35 @@ class _Builder:
                 elif not waiting:
                     return                         # not back yet
             batch = self.batches[i]
-            if gathered is None or gathered[0] != [d for d, _ in batch]:
+            if not _fits(gathered, batch):
                 gathered = gather([(d, field_texts(m)) for d, m in batch])
             self.added.add_batch(gathered)
             docnos, fields = gathered
             self.done.append((batch, (docnos, [(f[5], f[6]) for f in fields])))
 
     def _start(self) -> None:
+        if not sys.executable:
+            return
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", "from projections.terms import serve; serve()"],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root)
-        except OSError:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "from projections.terms import serve; serve()", _FINGERPRINT],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root)
+        except (OSError, ValueError, TypeError):
             return
         weakref.finalize(self, _stop, self.proc, self.outbox)
         self.threads = [threading.Thread(target=_feed, args=(self.outbox, self.proc.stdin), daemon=True),
-                        threading.Thread(target=_drain, args=(self.proc.stdout, self.frames), daemon=True)]
+                        threading.Thread(target=_drain, args=(self.proc, self.frames), daemon=True)]
         for thread in self.threads:
             thread.start()
+
+    def stop(self) -> None:
+        """Stop the second process, if one runs (what it did not answer is lost)."""
+        if self.proc is not None:
+            _stop(self.proc, self.outbox)
+            for thread in self.threads:
+                thread.join()
+            self.proc = None
 
     def lists(self) -> tuple[_Lists, list[tuple[list, tuple]]]:
         """Every batch added (the last, short one gathered here): the lists,
@@ -778,10 +801,8 @@ class _Builder:
         keys.  The builder starts over."""
         if self.proc is not None:
             self.outbox.put(None)            # the process ends after the last batch
-            for thread in self.threads:
-                thread.join()
-            _stop(self.proc, self.outbox)
-            self.proc = None
+            self.threads[1].join(JOIN_WAIT)  # its answers are all read when it has ended
+            self.stop()
         if self.batches[-1]:
             self.batches.append([])
         self._take(waiting=True)
@@ -795,21 +816,51 @@ def _feed(outbox: queue.SimpleQueue, pipe) -> None:
     try:
         for data in iter(outbox.get, None):
             pipe.write(data)
+            pipe.flush()
         pipe.close()
     except (OSError, ValueError):        # the process is gone: what it missed is built here
         pass
 
 
-def _drain(pipe, frames: list[bytes]) -> None:
-    """Read length-prefixed frames off ``pipe`` until it ends."""
+def _drain(proc: subprocess.Popen, frames: list[bytes]) -> None:
+    """Read length-prefixed frames off the process's stdout until it ends;
+    a frame too long or cut, or any failure, stops the process (so that
+    nothing waits on it) and the reading."""
     try:
-        while len(head := pipe.read(4)) == 4:
-            data = pipe.read(int.from_bytes(head, "big"))
-            if len(data) != int.from_bytes(head, "big"):
+        while len(head := proc.stdout.read(4)) == 4:
+            n = int.from_bytes(head, "big")
+            if n > FRAME_MAX or len(data := proc.stdout.read(n)) != n:
                 break
             frames.append(data)
-    except (OSError, ValueError):
+        else:
+            return
+    except Exception:         # noqa: BLE001 — whatever went wrong, the batches are built here
         pass
+    proc.kill()
+
+
+def _fits(gathered, batch: list[tuple[int, Message]]) -> bool:
+    """Whether ``gathered`` has the shape :func:`gather` gives, for ``batch``."""
+    try:
+        docnos, fields = gathered
+        return (docnos == [d for d, _ in batch] and len(fields) == len(FIELDS)
+                and all(len(f) == 7 for f in fields))
+    except (TypeError, ValueError):
+        return False
+
+
+def _source_fingerprint() -> str:
+    """A hash of the code that decides what :func:`gather` makes (this module,
+    the tokenizer, the Unicode tables and the stemmer), as loaded."""
+    h = hashlib.blake2b(digest_size=12)
+    for path in (__file__, tokens.__file__):
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+    h.update(f"{unicodedata.unidata_version} {Stemmer.version()} {sys.version}".encode())
+    return h.hexdigest()
+
+
+_FINGERPRINT = _source_fingerprint()
 
 
 def _loaded(frame: bytes) -> list | None:

@@ -75,6 +75,9 @@ BAD = {
                                                                    [[b"tag"], "short", "conversation", 50,
                                                                     None, None, [], []]]])),
     "update without metadata": sealed(cbor2.dumps(["MessageUpdated", 1, [bytes(16), 2, 3, None]])),
+    "a role that is not one": sealed(cbor2.dumps(["MessageWritten", 1, [bytes(16), "s", "robot", "c", 1, 1, 1,
+                                                                       [[], "short", "conversation", 50,
+                                                                        None, None, [], []]]])),
 }
 
 

@@ -110,10 +110,12 @@ def test_a_record_needed_before_its_batch_returns_is_built_in_place(tmp_path, sm
     assert _replayed(path) == live
 
 
-def _serve(stdin: bytes) -> subprocess.CompletedProcess:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(terms.__file__)))
-    return subprocess.run([sys.executable, "-c", "from projections.terms import serve; serve()"],
-                          input=stdin, capture_output=True, cwd=root, timeout=60)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(terms.__file__)))
+
+
+def _serve(stdin: bytes, fingerprint: str = terms._FINGERPRINT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from projections.terms import serve; serve()", fingerprint],
+                          input=stdin, capture_output=True, cwd=ROOT, timeout=60)
 
 
 def test_the_second_process_answers_each_batch_with_what_gather_makes_of_it():
@@ -144,9 +146,9 @@ OPS = st.lists(st.one_of(
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS, batch=st.sampled_from([2, 3, 5]), backlog=st.sampled_from([-1, 0, 1, 10**9]),
-       merge_at=st.sampled_from([2, 4, 7]))
-def test_any_log_replays_to_the_live_bytes_however_its_batches_travel(ops, batch, backlog, merge_at):
-    with tempfile.TemporaryDirectory() as tmp, \
+       merge_at=st.sampled_from([2, 4, 7]), hold=st.sampled_from([3, 8, 10**5]))
+def test_any_log_replays_to_the_live_bytes_however_its_batches_travel(ops, batch, backlog, merge_at, hold):
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(terms, "BULK_HOLD", hold), \
             mock.patch.object(terms, "MERGE_AT", merge_at), mock.patch.object(terms, "BUILD_BATCH", batch), \
             mock.patch.object(terms, "BACKLOG", backlog), mock.patch.object(terms, "_cpus", lambda: 2):
         svc = open_service(tmp)
@@ -167,3 +169,65 @@ def test_any_log_replays_to_the_live_bytes_however_its_batches_travel(ops, batch
             assert dump_projections(svc.store) == live
         finally:
             svc.close()
+
+
+def test_the_second_process_does_nothing_for_a_replay_that_loaded_other_code():
+    frame = pickle.dumps([(1, (["hello"], [], []))], 5)
+    done = _serve(len(frame).to_bytes(4, "big") + frame, fingerprint="another version")
+    assert done.returncode == 0 and done.stdout == b"" and done.stderr == b""
+
+
+def test_a_replay_whose_code_differs_from_the_code_on_disk_gathers_every_batch_itself(
+        tmp_path, small_batches, monkeypatch):
+    live = _build(str(tmp_path / "s"))
+    monkeypatch.setattr(terms, "_FINGERPRINT", "not what is on disk")
+    assert _replayed(str(tmp_path / "s")) == live
+    assert small_batches == []                  # the second process answered nothing
+
+
+def _with_child(monkeypatch, script: str) -> list:
+    """Make the replay start ``script`` as its second process; returns the processes."""
+    started = []
+    real = subprocess.Popen
+
+    def popen(args, **kwargs):
+        started.append(real([sys.executable, "-c", script], **kwargs))
+        return started[-1]
+    monkeypatch.setattr(terms.subprocess, "Popen", popen)
+    return started
+
+
+@pytest.mark.parametrize("script", [
+    "import sys; sys.stdout.buffer.write(b'\\xff\\xff\\xff\\xf0'); sys.stdout.flush(); sys.stdin.read()",
+    "import sys; sys.stdout.buffer.write(b'\\x00\\x00\\x00\\x09abc'); sys.stdout.flush(); sys.stdin.read()",
+    "import sys; sys.stdout.buffer.write(b'\\x00\\x00\\x00\\x03abc' * 3); sys.stdout.flush(); sys.stdin.read()",
+    "import time; time.sleep(600)",
+], ids=["a huge frame length", "a cut frame", "frames that are not pickles", "hangs, reading nothing"])
+def test_a_second_process_that_misbehaves_neither_hangs_the_replay_nor_changes_a_byte(
+        tmp_path, small_batches, monkeypatch, script):
+    live = _build(str(tmp_path / "s"))
+    monkeypatch.setattr(terms, "JOIN_WAIT", 1.0)
+    started = _with_child(monkeypatch, script)
+    assert _replayed(str(tmp_path / "s")) == live
+    assert started and all(p.poll() is not None for p in started)      # stopped, not left running
+
+
+def test_a_replay_that_fails_leaves_no_second_process_behind(tmp_path, small_batches, monkeypatch):
+    path = str(tmp_path / "s")
+    _build(path)
+    started = _with_child(monkeypatch, "import sys; sys.stdin.buffer.read()")
+    real = terms.gather
+
+    def failing(items):
+        if items and items[0][0] > 20:
+            raise RuntimeError("the replay fails half way")
+        return real(items)
+    monkeypatch.setattr(terms, "gather", failing)
+    monkeypatch.setattr(terms, "BACKLOG", -1)          # every batch gathered here, so the failure comes
+    svc = open_service(path)
+    try:
+        with pytest.raises(Exception):
+            svc.store.rebuild_projections()
+    finally:
+        svc.close()
+    assert started and all(p.poll() is not None for p in started)
