@@ -74,14 +74,14 @@ def _str_or_none(value: object) -> bool:
     return value is None or isinstance(value, str)
 
 
-_DEFAULT_METADATA = Metadata()
-_DEFAULT_METADATA_LIST = metadata_to_list(_DEFAULT_METADATA)
+DEFAULT_METADATA = Metadata()      # decoding gives this one object for default metadata
+_DEFAULT_METADATA_LIST = metadata_to_list(DEFAULT_METADATA)
 
 
 def metadata_from_list(raw: list) -> Metadata:
     """Decode stored metadata, checking every field's type (never trust the bytes)."""
     if type(raw) is list and raw == _DEFAULT_METADATA_LIST and type(raw[3]) is int:
-        return _DEFAULT_METADATA       # the usual value; ``==`` alone would take 50.0 for 50
+        return DEFAULT_METADATA       # the usual value; ``==`` alone would take 50.0 for 50
     tags, tier, kind, importance, tool_call_id, summary, rels, sources = raw
     _check(isinstance(tags, list) and all(isinstance(t, str) for t in tags)
            and isinstance(tier, str) and isinstance(kind, str) and type(importance) is int
@@ -100,11 +100,11 @@ def _id_ms(raw_id: bytes) -> int:
 
 
 def _meta_out(meta: Metadata) -> list | None:
-    return None if meta == _DEFAULT_METADATA else metadata_to_list(meta)
+    return None if meta == DEFAULT_METADATA else metadata_to_list(meta)
 
 
 def _meta_in(raw: object) -> Metadata:
-    return _DEFAULT_METADATA if raw is None else metadata_from_list(raw)
+    return DEFAULT_METADATA if raw is None else metadata_from_list(raw)
 
 
 def encode_event(event: Event) -> bytes:

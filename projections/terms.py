@@ -293,9 +293,23 @@ def _field_entry(field: int, texts: list[str]) -> list:
 
 def facet_keys(msg: Message) -> list[bytes]:
     m = msg.metadata
-    return ([b"s" + msg.session_id.encode("utf-8"), b"k" + bytes([KINDS.index(m.memory_kind)]),
+    if m is codec.DEFAULT_METADATA:        # most messages, after decoding: keys kept per session
+        found = _DEFAULT_FACETS.get(msg.session_id)
+        if found is None:
+            if len(_DEFAULT_FACETS) >= 4096:
+                _DEFAULT_FACETS.clear()
+            found = _DEFAULT_FACETS[msg.session_id] = _facet_keys(msg.session_id, m)
+        return list(found)
+    return _facet_keys(msg.session_id, m)
+
+
+def _facet_keys(session_id: str, m) -> list[bytes]:
+    return ([b"s" + session_id.encode("utf-8"), b"k" + bytes([KINDS.index(m.memory_kind)]),
              b"t" + bytes([TIERS.index(m.memory_tier)]), b"i" + bytes([m.importance])]
             + [b"g" + tag.encode("utf-8") for tag in dict.fromkeys(m.tags)])
+
+
+_DEFAULT_FACETS: dict[str, list[bytes]] = {}
 
 
 def record_of(msg: Message, fields=range(len(FIELDS))) -> list:
@@ -620,9 +634,11 @@ class _Bulk:
         from their batch's gathered postings, the rest record by record."""
         lists, done = self.builder.lists()
         exact, facets, invalid = [], [], set()
+        merged = self.merged
         for items, (docnos, fields) in done:
-            live = [self.merged.get(d) is m for d, m in items]
+            live = [merged.get(d) is m for d, m in items]
             invalid.update(d for d, ok in zip(docnos, live) if not ok)
+            dks = list(map(docno_key, docnos))
             for f, (lengths, keys) in enumerate(fields):
                 length, n = _STAT_KEYS[f]
                 if not all(live):
@@ -630,13 +646,11 @@ class _Bulk:
                     keys = [x if ok else () for x, ok in zip(keys, live)]
                 self.deltas[length] = self.deltas.get(length, 0) + sum(lengths)
                 self.deltas[n] = self.deltas.get(n, 0) + sum(map(bool, keys))
-                for docno, found in zip(docnos, keys):
-                    if found:
-                        exact.extend(zip(found, repeat(docno_key(docno))))
-            for (docno, msg), ok in zip(items, live):
+                exact.extend((k, dk) for dk, found in zip(dks, keys) for k in found)
+            for (docno, msg), dk, ok in zip(items, dks, live):
                 if ok:
-                    facets.extend(zip(facet_keys(msg), repeat(docno_key(docno))))
-                    del self.merged[docno]
+                    facets.extend(zip(facet_keys(msg), repeat(dk)))
+                    del merged[docno]
         if invalid:
             lists.exclude(invalid)
         for docno, msg in list(self.pending.items()):
