@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
-from eventstore.codec import dumps, metadata_to_list
+from eventstore.codec import DEFAULT_METADATA, dumps, metadata_to_list
 from eventstore.errors import CorruptStoreError
 from eventstore.events import Event, MessageDeleted, MessageUpdated, MessageWritten
 from eventstore.store import WriteTx as Tx
@@ -21,9 +21,17 @@ SCHEMA_VERSION = 4
 
 
 @lru_cache(maxsize=4096)
-def _metadata_bytes(meta) -> int:
-    """The encoded size of a metadata value (values repeat a lot: cached by value)."""
+def _metadata_size(meta) -> int:
     return len(dumps(metadata_to_list(meta)))
+
+
+def _metadata_bytes(meta) -> int:
+    """The encoded size of a metadata value (values repeat a lot: cached by
+    value; the default one, which decoding gives as one object, by identity)."""
+    return _DEFAULT_SIZE if meta is DEFAULT_METADATA else _metadata_size(meta)
+
+
+_DEFAULT_SIZE = _metadata_size(DEFAULT_METADATA)
 
 
 class Projector:

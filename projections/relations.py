@@ -31,6 +31,8 @@ def _edges(message_id: str, meta: Metadata) -> list[tuple[bytes, bytes]]:
 
 
 def add(tx: Tx, message_id: str, meta: Metadata) -> None:
+    if not meta.relations:
+        return
     for k, v in _edges(message_id, meta):
         tx.txn.put(k, v, db=tx.db(DB), dupdata=True)
 
