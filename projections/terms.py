@@ -670,21 +670,22 @@ class _Bulk:
             stats.add(self.tx, **self.deltas)
 
 
-def gather(items: list[tuple[int, tuple[list[str], list[str], list[str]]]]) -> tuple[list[int], list]:
-    """What a batch of messages (docno, field texts), in docno order, adds
+def gather(items: list[tuple[int, str, str | None, tuple[str, ...]]]) -> tuple[list[int], list]:
+    """What a batch of messages (docno, content, summary, tags), in docno order, adds
     to the index, gathered per list so that the replay appends a batch with
     one step a list, not one a posting: (docnos, per field (terms, each
     term's number of postings, their docnos and the field's lengths in those
     documents term after term, term → {docno: tf above 1}, each document's
     length, each document's whole-text keys)).  Numbers travel as arrays,
     which a pickle loads at once."""
-    docnos = [d for d, _ in items]
+    docnos = [item[0] for item in items]
+    texts_of = [([content], [summary] if summary else [], list(tags)) for _, content, summary, tags in items]
     fields = []
     for f in range(len(FIELDS)):
         lists: defaultdict[str, list[int]] = defaultdict(list)
         tfs: dict[str, dict[int, int]] = {}
         lengths, keys = [], []
-        for docno, texts in items:
+        for docno, texts in zip(docnos, texts_of):
             length, names, counts, exact = _field_entry(f, texts[f])
             lengths.append(length)
             keys.append(exact)
@@ -701,9 +702,14 @@ def gather(items: list[tuple[int, tuple[list[str], list[str], list[str]]]]) -> t
     return docnos, fields
 
 
+def _items(batch: list[tuple[int, Message]]) -> list[tuple[int, str, str | None, tuple[str, ...]]]:
+    """What :func:`gather` needs of each message of a batch (cheap to pickle)."""
+    return [(d, m.content, m.metadata.summary, m.metadata.tags) for d, m in batch]
+
+
 def serve() -> None:
     """The second process of :class:`_Builder`: reads batches of (docno,
-    field texts) from stdin and writes what :func:`gather` makes of each to
+    content, summary, tags) from stdin and writes what :func:`gather` makes of each to
     stdout, each a length-prefixed pickle."""
     if sys.argv[1:] != [_FINGERPRINT]:
         return              # other code on disk than the replay's: it gathers every batch itself
@@ -756,7 +762,7 @@ class _Builder:
         if len(batch) >= BUILD_BATCH:
             if len(self.batches) == 1 and _cpus() > 1:
                 self._start()
-            items = [(d, field_texts(m)) for d, m in batch]
+            items = _items(batch)
             if self.proc is not None and len(self.sent) - len(self.frames) <= BACKLOG:
                 data = pickle.dumps(items, 5)
                 self.outbox.put(len(data).to_bytes(4, "big") + data)
@@ -780,7 +786,7 @@ class _Builder:
                     return                         # not back yet
             batch = self.batches[i]
             if not _fits(gathered, batch):
-                gathered = gather([(d, field_texts(m)) for d, m in batch])
+                gathered = gather(_items(batch))
             self.added.add_batch(gathered)
             docnos, fields = gathered
             self.done.append((batch, (docnos, [(f[5], f[6]) for f in fields])))

@@ -119,8 +119,8 @@ def _serve(stdin: bytes, fingerprint: str = terms._FINGERPRINT) -> subprocess.Co
 
 
 def test_the_second_process_answers_each_batch_with_what_gather_makes_of_it():
-    batches = [[(1, (["hello world, hello"], [], [])), (2, (["東京の天気"], ["a summary"], ["t", "u"]))],
-               [(5, (["ERR_CONN_RESET again"], [], []))]]
+    batches = [[(1, "hello world, hello", None, ()), (2, "東京の天気", "a summary", ("t", "u"))],
+               [(5, "ERR_CONN_RESET again", None, ())]]
     frames = [pickle.dumps(b, 5) for b in batches]
     done = _serve(b"".join(len(f).to_bytes(4, "big") + f for f in frames))
     assert done.returncode == 0 and done.stderr == b""
@@ -133,7 +133,7 @@ def test_the_second_process_answers_each_batch_with_what_gather_makes_of_it():
 
 
 def test_the_second_process_ends_quietly_on_a_cut_frame():
-    frame = pickle.dumps([(1, (["hello"], [], []))], 5)
+    frame = pickle.dumps([(1, "hello", None, ())], 5)
     done = _serve(len(frame).to_bytes(4, "big") + frame[:-3])
     assert done.returncode == 0 and done.stderr == b"" and done.stdout == b""
 
@@ -172,7 +172,7 @@ def test_any_log_replays_to_the_live_bytes_however_its_batches_travel(ops, batch
 
 
 def test_the_second_process_does_nothing_for_a_replay_that_loaded_other_code():
-    frame = pickle.dumps([(1, (["hello"], [], []))], 5)
+    frame = pickle.dumps([(1, "hello", None, ())], 5)
     done = _serve(len(frame).to_bytes(4, "big") + frame, fingerprint="another version")
     assert done.returncode == 0 and done.stdout == b"" and done.stderr == b""
 
