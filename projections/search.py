@@ -134,9 +134,12 @@ class _List:
     weight: float          # q · idf ÷ the field's total
     df: int                # postings in the merged lists
     avg: float
-    starts: list[int]
+    keys: list[bytes]      # of the chunks, in order
     chunks: list[bytes]
     decoded: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.starts = [int.from_bytes(k[-6:], "big") for k in self.keys]     # first docnos, to bisect
 
     def factor(self) -> tuple[float, float]:
         """(c, d) with tf_factor = tf / (tf + c + d · length)."""
@@ -145,8 +148,7 @@ class _List:
     def chunk(self, i: int) -> tuple:
         found = self.decoded.get(i)
         if found is None:
-            key = terms.list_prefix(self.field, self.term) + terms.docno_key(self.starts[i])
-            found = self.decoded[i] = terms.decode_chunk(key, self.chunks[i])
+            found = self.decoded[i] = terms.decode_chunk(self.keys[i], self.chunks[i])
         return found
 
     def postings(self):
@@ -174,27 +176,27 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: list) -> l
             avg = max(st[f"len_{name}"] / n, 1.0)
             found, total = [], 0.0
             for term, q in qterms.items():
-                starts, chunks = _chunks(cur, terms.list_prefix(f, term))
+                keys, chunks = _chunks(cur, terms.list_prefix(f, term))
                 df = sum(map(terms.chunk_count, chunks))
                 df_all = df + sum(1 for p in pend if term in p.tfs[f])
                 w = q * idf(n, df_all)
                 total += w
                 if df_all:
-                    found.append((term, w, df, starts, chunks))
-            lists.extend(_List(f, term, w / total, df, avg, starts, chunks)
-                         for term, w, df, starts, chunks in found)
+                    found.append((term, w, df, keys, chunks))
+            lists.extend(_List(f, term, w / total, df, avg, keys, chunks)
+                         for term, w, df, keys, chunks in found)
     return lists
 
 
-def _chunks(cur, prefix: bytes) -> tuple[list[int], list[bytes]]:
-    starts, chunks = [], []
+def _chunks(cur, prefix: bytes) -> tuple[list[bytes], list[bytes]]:
+    keys, chunks = [], []
     if cur.set_range(prefix):
         for k, v in cur:
             if not k.startswith(prefix):
                 break
-            starts.append(int.from_bytes(k[-6:], "big"))
+            keys.append(k)
             chunks.append(v)
-    return starts, chunks
+    return keys, chunks
 
 
 # -------------------------------------------------------------- accumulator
