@@ -39,7 +39,7 @@ _SEQ = struct.Struct(">Q")
 _CRC = struct.Struct(">I")
 VERSION = 2                                   # the schema version events are written in
 _TAGS = {MessageWritten: 1, MessageUpdated: 2, MessageDeleted: 3}
-_NAMES = {MessageWritten.TYPE: 1, MessageUpdated.TYPE: 2, MessageDeleted.TYPE: 3}   # version 1 tags
+_NAMES = {cls.TYPE: tag for cls, tag in _TAGS.items()}                 # version 1 tags → version 2's
 
 
 def seq_key(seq: int) -> bytes:

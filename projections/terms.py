@@ -116,8 +116,12 @@ def exact_key(field: int, text: str) -> bytes:
 
 
 def field_texts(msg: Message) -> tuple[list[str], list[str], list[str]]:
-    meta = msg.metadata
-    return [msg.content], [meta.summary] if meta.summary else [], list(meta.tags)
+    return _texts(msg.content, msg.metadata.summary, msg.metadata.tags)
+
+
+def _texts(content: str, summary: str | None, tags) -> tuple[list[str], list[str], list[str]]:
+    """The texts of each field: content, summary (if any), every tag."""
+    return [content], [summary] if summary else [], list(tags)
 
 
 # ------------------------------------------------------------------ chunks
@@ -679,7 +683,7 @@ def gather(items: list[tuple[int, str, str | None, tuple[str, ...]]]) -> tuple[l
     length, each document's whole-text keys)).  Numbers travel as arrays,
     which a pickle loads at once."""
     docnos = [item[0] for item in items]
-    texts_of = [([content], [summary] if summary else [], list(tags)) for _, content, summary, tags in items]
+    texts_of = [_texts(*item[1:]) for item in items]
     fields = []
     for f in range(len(FIELDS)):
         lists: defaultdict[str, list[int]] = defaultdict(list)
