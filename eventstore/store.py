@@ -79,6 +79,14 @@ class Tx:
     def db(self, name: str):
         return self.dbs[name]
 
+    def put_last(self, name: str, key: bytes, value: bytes) -> None:
+        """Put a key that is usually greater than every key of ``name``:
+        appended (``MDB_APPEND``: no search, pages left full), else put the
+        ordinary way."""
+        db = self.dbs[name]
+        if not self.txn.put(key, value, db=db, append=True):
+            self.txn.put(key, value, db=db)
+
 
 @dataclass
 class WriteTx(Tx):

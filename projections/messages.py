@@ -115,10 +115,7 @@ def put(tx: Tx, state: State) -> None:
 def put_written(tx: Tx, message_id: str, docno: int) -> None:
     """The state of a message just written (what :func:`from_written` gives):
     its document number alone."""
-    key, value, db = to_bytes(message_id), codec.dumps(docno), tx.db(DB)
-    # a new message has the greatest id: appended without a search
-    if not tx.txn.put(key, value, db=db, append=True):
-        tx.txn.put(key, value, db=db)
+    tx.put_last(DB, to_bytes(message_id), codec.dumps(docno))     # a new message has the greatest id
 
 
 def remove(tx: Tx, message_id: str) -> None:

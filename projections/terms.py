@@ -953,10 +953,8 @@ def _count(deltas: dict[str, int], rec: list, sign: int, fields=range(len(FIELDS
 
 
 def index(tx: Tx, docno: int, msg: Message) -> None:
-    key, docs = docno_key(docno), tx.db(DOCS)
-    value = _doc_value(key, msg)
-    if not tx.txn.put(key, value, db=docs, append=True):     # docnos only grow: no search
-        tx.txn.put(key, value, db=docs)
+    key = docno_key(docno)
+    tx.put_last(DOCS, key, _doc_value(key, msg))                 # docnos only grow
     bulk = _bulk(tx)
     if bulk is not None:
         bulk.index(docno, msg)           # the record is built, and counted, later
