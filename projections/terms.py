@@ -465,11 +465,7 @@ class _Lists:
             lengths[term].append(length)
         if self.batched:        # a record after the batches may land inside a list
             self.unsorted.update(zip(repeat(field), names))
-        if max(entry[2]) > 1:
-            tfs = self.tfs[field]
-            for term, tf in zip(names, entry[2]):
-                if tf > 1:
-                    tfs.setdefault(term, {})[docno] = tf
+        _note_tfs(self.tfs[field], docno, names, entry[2])
 
     def drop(self, field: int, docno: int, entry: list) -> None:
         for term in entry[1]:
@@ -508,6 +504,14 @@ class _Lists:
             _, added = cur.putmulti(items, append=True)
         if added != len(items):
             raise AssertionError("posting chunks were not appended in key order")
+
+
+def _note_tfs(tfs: dict[str, dict[int, int]], docno: int, names, counts: bytes) -> None:
+    """Note the document's tfs above 1 (term → {docno: tf}); 1 is implied."""
+    if max(counts) > 1:
+        for term, tf in zip(names, counts):
+            if tf > 1:
+                tfs.setdefault(term, {})[docno] = tf
 
 
 def _put_dups(tx: Tx, db: str, items: list[tuple[bytes, bytes]], newest: bool = False) -> None:
@@ -591,9 +595,12 @@ def doc(tx: Tx, docno: int) -> Doc | None:
 class _Bulk:
     """A replay's index work kept in memory (see the module docstring).
 
-    A written message's record is built later (:class:`_Builder`): until
-    then the message itself stands in the pending or merged dict, and the
-    record's statistics are counted when it is built.
+    A written message's postings come gathered with its batch
+    (:class:`_Builder`): until they are written the message itself stands in
+    the pending or merged dict.  A message needed earlier (an update or delete
+    reached it), or still pending at the end, gets its record built here, and
+    its batch's postings are left out of the lists.  Each message's statistics
+    are counted once: from its batch, or when its record is built.
     """
 
     def __init__(self, tx: Tx) -> None:
@@ -621,7 +628,7 @@ class _Bulk:
         for where, pend in ((self.pending, True), (self.merged, False)):
             rec = where.get(docno)
             if isinstance(rec, Message):
-                rec = self._built(docno, rec, record_of(rec))   # the builder's copy is dropped
+                rec = self._built(docno, rec, record_of(rec))   # its batch's postings are left out
             if rec is not None:
                 return rec, pend
         return None, False
@@ -695,10 +702,8 @@ def gather(items: list[tuple[int, str, str | None, tuple[str, ...]]]) -> tuple[l
             keys.append(exact)
             for term in names:
                 lists[term].append(docno)
-            if names and max(counts) > 1:
-                for term, tf in zip(names, counts):
-                    if tf > 1:
-                        tfs.setdefault(term, {})[docno] = tf
+            if names:
+                _note_tfs(tfs, docno, names, counts)
         flat = array("Q", chain.from_iterable(lists.values()))
         length_of = dict(zip(docnos, lengths)).__getitem__
         fields.append((list(lists), array("I", map(len, lists.values())), flat,
