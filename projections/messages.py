@@ -133,10 +133,16 @@ def content(tx: Tx, state: State) -> str:
     return text
 
 
-def load(tx: Tx, state: State | None) -> Message:
-    """The whole message; ``state`` None means an index pointed at a missing record."""
+def required(state: State | None) -> State:
+    """``state``, which an index said exists (None: its record is missing)."""
     if state is None:
         raise CorruptStoreError("an index lists a message whose record is missing")
+    return state
+
+
+def load(tx: Tx, state: State | None) -> Message:
+    """The whole message; ``state`` None means an index pointed at a missing record."""
+    state = required(state)
     return Message(state.message_id, state.session_id, state.role, content(tx, state),
                    state.timestamp, state.updated_at, state.revision, state.metadata)
 

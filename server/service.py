@@ -168,8 +168,8 @@ class MemoryService:
         ends = history.first_last(tx, sid)
         if ends is None:
             raise CorruptStoreError("a session is listed whose history is empty")
-        latest = messages.load(tx, messages.get(tx, ends[1]))      # a missing record: CORRUPT_STORE
-        summary = latest.metadata.summary or latest.content
+        latest = messages.required(messages.get(tx, ends[1]))
+        summary = latest.metadata.summary or messages.content(tx, latest)     # read only when needed
         return {"session_id": sid, "message_count": count, "kind_counts": dict(zip(KINDS, kinds)),
                 "representative_summary": summary, "started_at": started, "last_message_at": last}
 
