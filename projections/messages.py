@@ -102,10 +102,7 @@ def exists(tx: Tx, message_id: str) -> bool:
 
 def timestamp(tx: Tx, message_id: str) -> int:
     """The creation timestamp of a live message."""
-    state = get(tx, message_id)
-    if state is None:
-        raise CorruptStoreError("an index lists a message whose record is missing")
-    return state.timestamp
+    return required(get(tx, message_id)).timestamp
 
 
 def put(tx: Tx, state: State) -> None:
