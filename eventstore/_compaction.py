@@ -18,13 +18,22 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Iterable
+from collections.abc import Iterable
 
 from . import codec
 from .errors import ConvMemError, CorruptStoreError, translate
 from .events import Event
-from .store import (_BATCH, _CARRIED, COMPACT_DIR, DATA_FILE, EventStore, WriteTx, _fsync_path,
-                    _make_private_dir, _put_int)
+from .store import (
+    _BATCH,
+    _CARRIED,
+    COMPACT_DIR,
+    DATA_FILE,
+    EventStore,
+    WriteTx,
+    _fsync_path,
+    _make_private_dir,
+    _put_int,
+)
 
 
 def compact(store: EventStore, live) -> dict[str, int]:
@@ -60,7 +69,7 @@ def _write_fresh(store: EventStore, tmp: str, old_last: int, count: int, events:
     fresh._open_env(lock=False)     # no lock.mdb: a sparse mmap that SIGBUSes on a full disk
     try:
         fresh._run(fresh._initialize, "compacting the store")
-        floor = lambda w, n: _put_int(w.txn, w.db("meta"), b"seq_floor", n)  # noqa: E731
+        floor = lambda w, n: _put_int(w.txn, w.db("meta"), b"seq_floor", n)
         fresh._run(lambda w: floor(w, old_last - count), "compacting the store")
         written, batch = 0, []
         for event in events:

@@ -23,7 +23,7 @@ import contextlib
 import fcntl
 import os
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 LOCK_FILE = "convmem.lock"
 GATE_FILE = "convmem.gate"

@@ -34,8 +34,9 @@ import random
 import shutil
 import struct
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import Protocol
 
 import cbor2
 import lmdb
@@ -62,7 +63,7 @@ class Projector(Protocol):
     schema_version: int
     db_specs: dict[str, dict]
 
-    def apply(self, tx: "WriteTx", seq: int, event: Event, size: int) -> None: ...
+    def apply(self, tx: WriteTx, seq: int, event: Event, size: int) -> None: ...
 
 
 @dataclass
@@ -92,7 +93,7 @@ class Tx:
 class WriteTx(Tx):
     """A write transaction in which a command decides and appends its events."""
 
-    store: "EventStore" = None  # type: ignore[assignment]
+    store: EventStore = None  # type: ignore[assignment]
     appended: list[tuple[int, int]] = field(default_factory=list)
     deferred: dict[tuple[str, bytes], Callable[[], bytes]] = field(default_factory=dict)
     finishers: list[Callable[[], None]] = field(default_factory=list)
@@ -273,7 +274,7 @@ class EventStore:
             self._run(lambda w: self._replay_into(w, watermark + 1), "replaying the log's tail")
             self.recovered_tail = True
 
-    def _initialize(self, w: "WriteTx") -> None:
+    def _initialize(self, w: WriteTx) -> None:
         meta = w.db("meta")
         _put_int(w.txn, meta, b"format_version", FORMAT_VERSION)
         _put_int(w.txn, meta, b"schema_version", self.projector.schema_version)
@@ -509,7 +510,7 @@ class EventStore:
             self._lock.close()
             self._lock = None
 
-    def __enter__(self) -> "EventStore":
+    def __enter__(self) -> EventStore:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -7,7 +7,7 @@ before/after neighbours are cursor range scans.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from eventstore.ids import to_bytes, to_str
 from eventstore.store import Tx

@@ -8,7 +8,7 @@ or may never have existed (the context view reports such ends as deleted).
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from eventstore.events import RELATION_TYPES, Metadata
 from eventstore.ids import to_bytes, to_str

@@ -15,8 +15,8 @@ flushes (at once when it is created or deleted, so the entry count is right).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from eventstore import codec
 from eventstore.errors import CorruptStoreError

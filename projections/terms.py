@@ -62,11 +62,11 @@ import zlib
 from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate, chain, islice, repeat
 from operator import sub
-from typing import Iterator
 
 import Stemmer
 
@@ -863,7 +863,7 @@ def _drain(proc: subprocess.Popen, frames: list[bytes]) -> None:
             frames.append(data)
         else:
             return
-    except Exception:         # noqa: BLE001 — whatever went wrong, the batches are built here
+    except Exception:
         pass
     proc.kill()
 
@@ -895,7 +895,7 @@ _FINGERPRINT = _source_fingerprint()
 def _loaded(frame: bytes) -> list | None:
     try:
         return pickle.loads(frame)
-    except Exception:         # noqa: BLE001 — a damaged frame: the batch is built here
+    except Exception:
         return None
 
 

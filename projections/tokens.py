@@ -42,8 +42,8 @@ import hashlib
 import re
 import threading
 import unicodedata
+from collections.abc import Iterator
 from functools import lru_cache
-from typing import Iterator
 
 import Stemmer
 

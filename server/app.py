@@ -14,9 +14,10 @@ import contextlib
 import functools
 import json
 import logging
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import anyio
 import mcp.types as types

@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             import anyio
+
             from .app import serve_stdio
             anyio.run(serve_stdio, store)
             return 0

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from eventstore.events import Message
 

@@ -12,11 +12,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Iterator
 
-from eventstore.errors import (ConflictError, ConvMemError, CorruptStoreError, NotFoundError,
-                               StoreIOError, ValidationError)
+from eventstore.errors import (
+    ConflictError,
+    ConvMemError,
+    CorruptStoreError,
+    NotFoundError,
+    StoreIOError,
+    ValidationError,
+)
 from eventstore.events import KINDS, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.ids import to_str
 from eventstore.store import EventStore, Tx, WriteTx
@@ -110,7 +116,7 @@ class MemoryService:
         with self._read() as tx:
             secret = self.store.secret(tx)
             start = cursors.decode(secret, cursor, "history", session_id) if cursor is not None else None
-            load = lambda mid: render.message(messages.load(tx, messages.get(tx, mid)))  # noqa: E731
+            load = lambda mid: render.message(messages.load(tx, messages.get(tx, mid)))
             pairs, more = render.page(history.after(tx, session_id, start, limit + 1), load, limit)
             page = [item for _, item in pairs]
             out: dict = {"status": "OK", "history": page}
@@ -235,7 +241,7 @@ class MemoryService:
     def health(self) -> dict:
         with self._read() as tx:
             st = stats.read(tx)
-            size = lambda *names: sum(self.store.db_bytes(tx, n) for n in names)  # noqa: E731
+            size = lambda *names: sum(self.store.db_bytes(tx, n) for n in names)
             estimate = {
                 "store_entries_bytes": size(messages.DB, terms.DOCS),
                 "body_bytes": st["body_bytes"], "metadata_bytes": st["metadata_bytes"],

@@ -7,8 +7,9 @@ No ``mcp`` import here: :mod:`server.app` wraps these in MCP types.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from eventstore.errors import ValidationError
 from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS, Metadata

@@ -10,14 +10,13 @@ import random
 import zlib
 
 import cbor2
-
 from hypothesis import strategies as st
 
 from eventstore import codec
-from eventstore.events import (KINDS, RELATION_TYPES, ROLES, TIERS, MessageUpdated, MessageWritten,
-                               Metadata)
+from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS, MessageUpdated, MessageWritten, Metadata
 from eventstore.ids import to_bytes
 from server.service import MemoryService
+
 
 # ----------------------------------------------------------------- helpers
 class Clock:

@@ -6,13 +6,12 @@ import zlib
 
 import cbor2
 import pytest
+from strategies import v1_event_bytes as v1_bytes
 
 from eventstore import codec
 from eventstore.errors import CorruptStoreError
 from eventstore.events import Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.ids import to_str
-
-from strategies import v1_event_bytes as v1_bytes
 
 A = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 B = "01ARZ3NDEKTSV4RRFFQ69G5FAW"

@@ -8,9 +8,9 @@ from decimal import Decimal
 import pytest
 
 from eventstore import codec
-from eventstore.ids import to_bytes
 from eventstore.errors import CorruptStoreError
 from eventstore.events import Message, MessageWritten, Metadata
+from eventstore.ids import to_bytes
 
 MID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 

@@ -8,13 +8,12 @@ import subprocess
 import sys
 
 import pytest
+from strategies import open_service, write
 
 from eventstore.errors import BusyError, StoreIOError
 from eventstore.store import COMPACT_DIR
 from projections.search import Filters
 from tools.replay import dump_projections
-
-from strategies import open_service, write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "Quixotically Zanzibarian Flumpet"   # distinctive, mixed case, in deleted text only

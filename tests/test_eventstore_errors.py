@@ -9,8 +9,17 @@ import lmdb
 import pytest
 
 from eventstore import errors
-from eventstore.errors import (BusyError, ConflictError, ConvMemError, CorruptStoreError, InternalError,
-                               NotFoundError, StoreIOError, ValidationError, translate)
+from eventstore.errors import (
+    BusyError,
+    ConflictError,
+    ConvMemError,
+    CorruptStoreError,
+    InternalError,
+    NotFoundError,
+    StoreIOError,
+    ValidationError,
+    translate,
+)
 
 TABLE = [
     (lmdb.CorruptedError("x"), "CORRUPT_STORE"),

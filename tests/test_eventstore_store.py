@@ -11,6 +11,7 @@ import threading
 
 import lmdb
 import pytest
+from strategies import open_service, v1_event_bytes, write
 
 from eventstore import codec
 from eventstore.errors import CorruptStoreError, InternalError, StoreIOError
@@ -19,8 +20,6 @@ from eventstore.store import COMPACT_DIR, FORMAT_VERSION, EventStore
 from projections import history, search, stats
 from projections.registry import Projector
 from tools.replay import dump_projections
-
-from strategies import open_service, v1_event_bytes, write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from test_mcp_tools import RANGE_KEYS, assert_message, mcp, nothing_changes  # noqa: F401
 
 pytestmark = pytest.mark.anyio

@@ -6,7 +6,6 @@ import base64
 import contextlib
 
 import pytest
-
 from test_mcp_tools import KINDS, SESSION_KEYS, assert_message, connect, mcp, nothing_changes  # noqa: F401
 
 pytestmark = pytest.mark.anyio
@@ -165,7 +164,7 @@ async def test_the_representative_summary_follows_the_latest_live_message_only(s
         first = await m.write("first content", summary="first summary")
         clock.now += 1
         second = await m.write("second content " + "long " * 500)
-        summary = lambda: m.read(view="sessions")  # noqa: E731
+        summary = lambda: m.read(view="sessions")
         assert (await summary())["sessions"][0]["representative_summary"] == second["content"]
         clock.now += 1
         await m.update(first["message_id"], summary="edited")   # an update does not make it latest
@@ -189,7 +188,7 @@ async def test_deleting_a_session_s_first_message_moves_its_start_and_place(stor
         await m.write("a", session="a")
         clock.now += 10
         await m.write("late", session="z")
-        order = lambda b: [e["session_id"] for e in b["sessions"]]  # noqa: E731
+        order = lambda b: [e["session_id"] for e in b["sessions"]]
         assert order(await m.read(view="sessions")) == ["z", "a"]
         await m.ok("delete_message", message_id=early["message_id"])
         body = await m.read(view="sessions")

@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-
 from test_mcp_history import Clock
 from test_mcp_tools import connect, mcp, nothing_changes, parse  # noqa: F401
 

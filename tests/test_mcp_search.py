@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from test_mcp_tools import MESSAGE_KEYS, RESULT_KEYS, assert_message, mcp, nothing_changes  # noqa: F401
 
 pytestmark = pytest.mark.anyio

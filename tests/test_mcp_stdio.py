@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from mcp import Client, StdioServerParameters
-
 from test_mcp_tools import Mcp, parse
 
 REPO = str(Path(__file__).resolve().parent.parent)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from strategies import write
 
 from projections import history
-
-from strategies import write
 
 
 def ids_after(svc, session, after=None, limit=100):

@@ -4,11 +4,10 @@ its ``MessageWritten`` event says everything, as the whole state once updated.""
 from __future__ import annotations
 
 import cbor2
+from strategies import write
 
 from eventstore.ids import to_bytes
 from projections import messages
-
-from strategies import write
 
 
 def record(svc, mid: str):

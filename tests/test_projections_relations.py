@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from strategies import write
 
 from projections import relations
-
-from strategies import write
 
 NOWHERE = "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"
 

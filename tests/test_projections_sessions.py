@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from strategies import Clock, open_service, write
 
 from eventstore.events import KINDS
 from projections import sessions
-
-from strategies import Clock, open_service, write
 
 
 @pytest.fixture

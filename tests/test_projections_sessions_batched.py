@@ -7,13 +7,12 @@ import tempfile
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import open_service
 
 from eventstore import ids
 from eventstore.events import KINDS, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from projections import sessions
 from tools.replay import dump_projections
-
-from strategies import open_service
 
 SESSIONS = ("a", "b", "c")
 operations = st.lists(st.one_of(

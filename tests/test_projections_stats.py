@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from strategies import write
 
 from eventstore.codec import dumps, metadata_to_list
 from eventstore.events import Metadata
 from projections import messages, stats
-
-from strategies import write
 
 
 def current(svc) -> dict[str, int]:

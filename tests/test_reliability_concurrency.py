@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from eventstore.events import Metadata
 from server.service import MemoryService
 from tools import concurrency

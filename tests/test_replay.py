@@ -8,10 +8,9 @@ import sys
 
 import lmdb
 import pytest
+from strategies import open_service, write
 
 from tools import replay
-
-from strategies import open_service, write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -18,15 +18,13 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from strategies import Clock, canonical_ids, contents, metadata, open_service, patches, roles, session_ids, unique_word
 
 from eventstore.errors import ConflictError, NotFoundError
 from eventstore.events import KINDS, RELATION_TYPES, Metadata
 from projections import terms
 from projections.search import Filters
 from tools.replay import dump_projections
-
-from strategies import (Clock, canonical_ids, contents, metadata, open_service, patches, roles,
-                        session_ids, unique_word)
 
 
 @dataclass(frozen=True)

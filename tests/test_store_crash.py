@@ -8,10 +8,10 @@ import signal
 import subprocess
 import sys
 
+from strategies import open_service
+
 from projections.search import Filters
 from tools.replay import differences
-
-from strategies import open_service
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -12,11 +12,10 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import open_service, write
 
 from projections import terms
 from tools.replay import dump_projections
-
-from strategies import open_service, write
 
 WORDS = ["deploy", "billing", "東京の天気", "ERR_CONN_RESET", "retries", "the", "backoff"]
 

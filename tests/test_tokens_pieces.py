@@ -10,8 +10,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections import tokens
-from projections.tokens import (_CHUNK, _QUERY_WEIGHT, _TRANSLATE, CHAR, STOP, UNIGRAM, WORD, _run, _word,
-                                _word_terms, query_terms, terms)
+from projections.tokens import (
+    _CHUNK,
+    _QUERY_WEIGHT,
+    _TRANSLATE,
+    CHAR,
+    STOP,
+    UNIGRAM,
+    WORD,
+    _run,
+    _word,
+    _word_terms,
+    query_terms,
+    terms,
+)
 
 
 # ----------------------------------------------- the implementation before the cache

@@ -6,7 +6,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from typing import Iterator
+from collections.abc import Iterator
 
 
 @contextlib.contextmanager

@@ -35,7 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import anyio
 from mcp import Client, StdioServerParameters

@@ -28,7 +28,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from eventstore.events import Message, MessageWritten, Metadata
 from eventstore.store import WriteTx
@@ -150,7 +150,7 @@ def run(writes: int, events: int, data: str, workdir: str, batch: int = 1) -> di
 
 
 def table(r: dict) -> str:
-    ok = lambda good: "ok" if good else "MISSED"  # noqa: E731
+    ok = lambda good: "ok" if good else "MISSED"
     rows = [
         ("durable writes/s", f"{r['writes_per_s']:,}", f"≥ {TARGETS['writes_per_s']:,}",
          ok(r["writes_per_s"] >= TARGETS["writes_per_s"])),

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from tools.crashloop import call, read_everything, read_models_match_replay, replay_verify, served
 from tools._workdir import workdir as store_workdir
+from tools.crashloop import call, read_everything, read_models_match_replay, replay_verify, served
 
 SHARED = "shared"
 

@@ -49,6 +49,7 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
 from tools._workdir import workdir as store_workdir
 
 REPO = str(Path(__file__).resolve().parent.parent)
@@ -225,7 +226,7 @@ class Expect:
     summary: str | None
 
     @classmethod
-    def of(cls, m: dict) -> "Expect":
+    def of(cls, m: dict) -> Expect:
         md = m["metadata"]
         return cls(m["session_id"], m["role"], m["content"], m["revision"], tuple(md["tags"]),
                    md["importance"], md["memory_kind"], md.get("summary"))
@@ -362,7 +363,7 @@ class Model:
 class Cycle:
     """One server process's life: operations in several lanes, then SIGKILL."""
 
-    def __init__(self, loop: "CrashLoop", client: Client, pid: int, mode: str) -> None:
+    def __init__(self, loop: CrashLoop, client: Client, pid: int, mode: str) -> None:
         self.loop, self.client, self.pid, self.mode = loop, client, pid, mode
         self.rng = loop.rng
         self.model, self.report = loop.model, loop.report

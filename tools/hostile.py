@@ -137,7 +137,7 @@ def in_child(fn, *args, timeout: float = TRIAL_TIMEOUT) -> tuple[str, Any]:
             data = json.dumps(fn(*args)).encode("utf-8")
             with os.fdopen(wfd, "wb") as w:
                 w.write(data)
-        except BaseException:   # noqa: BLE001 — report any escape as a non-zero exit
+        except BaseException:
             import traceback
             traceback.print_exc()
             code = 1
@@ -202,6 +202,7 @@ def flip_trials(trials: int, seed: int = 1, max_flips: int = 4, workdir: str | N
                 progress=None) -> dict:
     """The ``flips`` run: returns the outcome counts and the flips of every bad trial."""
     import mcp  # noqa: F401  — imported once here, before any fork, never with a store open
+
     import server.app  # noqa: F401
     own = workdir is None
     workdir = workdir or tempfile.mkdtemp(prefix="convmem-flips-")
@@ -369,7 +370,7 @@ class HostileRun:
         self.calls = collections.Counter()
         self.errors = collections.Counter()
 
-    def __enter__(self) -> "HostileRun":
+    def __enter__(self) -> HostileRun:
         from anyio.from_thread import start_blocking_portal
         from mcp import Client
 
@@ -453,7 +454,8 @@ class HostileRun:
 
 def hostile_inputs(examples: int, seed: int = 0, workdir: str | None = None) -> dict:
     """The ``inputs`` run: the hypothesis property with ``examples`` examples."""
-    from hypothesis import HealthCheck, given, seed as hseed, settings
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hseed
 
     own = workdir is None
     workdir = workdir or tempfile.mkdtemp(prefix="convmem-hostile-")
@@ -490,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--calls", default=None,
                     help='JSON list of [tool, arguments] to make instead of health and the sessions view')
     args = p.parse_args(argv)
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    say = lambda line: print(line, file=sys.stderr, flush=True)
     if args.command == "flips":
         report = flip_trials(args.trials, args.seed, args.max_flips, progress=say)
         ok = not (set(report["outcomes"]) - {"same", "refused"})

@@ -17,7 +17,6 @@ import sys
 import tempfile
 import time
 
-
 from eventstore.store import EventStore
 from projections.registry import Projector
 

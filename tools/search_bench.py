@@ -45,8 +45,8 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from eventstore.events import Metadata
 
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             import matplotlib  # noqa: F401
         except ImportError:
             parser.error("--chart needs matplotlib (pip install matplotlib)")
-    progress = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    progress = lambda text: print(text, file=sys.stderr, flush=True)
     record: dict = {"benchmark": "search_bench", "limit": LIMIT, "data": os.path.abspath(args.data),
                     "sqlite": sqlite3.sqlite_version, "datasets": {}}
     per_ds: dict[str, dict[str, dict]] = {}

@@ -118,7 +118,7 @@ def _rss_mb() -> float:
 
 def _percentiles(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
-    at = lambda p: ordered[min(len(ordered) - 1, int(p * len(ordered)))]  # noqa: E731
+    at = lambda p: ordered[min(len(ordered) - 1, int(p * len(ordered)))]
     return {"queries": len(ordered), "p50_ms": round(at(0.50), 2), "p95_ms": round(at(0.95), 2),
             "p99_ms": round(at(0.99), 2), "max_ms": round(ordered[-1], 2),
             "mean_ms": round(statistics.fmean(ordered), 2)}
