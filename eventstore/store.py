@@ -19,8 +19,9 @@ sequence floor, logical I/O counters, cursor secret).  The read models are
 owned by a *projector* passed in by the caller; it is applied to every event
 inside the transaction that appends it, so no reader ever sees one without
 the other.  Values a projector rewrites many times in one transaction (the
-statistics) are kept decoded in the transaction's ``memo`` and written once,
-by :meth:`WriteTx.flush`, just before the commit.
+statistics) are kept decoded in the transaction's projector *state*
+(:class:`TxState`) and written once, by :meth:`WriteTx.flush`, just before the
+commit.
 
 Several processes may open one store; each holds a shared ``flock`` for as
 long as it is open, and compaction needs it exclusively (``BUSY`` otherwise).
@@ -57,25 +58,35 @@ _BATCH = 2000                         # events per transaction when writing a co
 _CARRIED = (b"last_id", b"secret")   # meta kept across compaction besides counters
 
 
+class TxState(Protocol):
+    """What a projector keeps for the length of one write transaction."""
+
+    def flush(self, tx: WriteTx) -> None:
+        """Write what was held back, just before the commit."""
+
+    def close(self) -> None:
+        """Release what was started (a process, a thread), committed or not."""
+
+
 class Projector(Protocol):
     """What the store needs from the read side."""
 
     schema_version: int
     db_specs: dict[str, dict]
 
+    def begin(self, tx: WriteTx, bulk: bool) -> TxState:
+        """The state of a new write transaction; ``bulk`` for a full replay,
+        whose work the projector may hold until the flush."""
+
     def apply(self, tx: WriteTx, seq: int, event: Event, size: int) -> None: ...
 
 
 @dataclass
 class Tx:
-    """A transaction plus the sub-database handles, handed to projectors.
-
-    ``memo`` caches decoded values for the life of this transaction only.
-    """
+    """A transaction plus the sub-database handles, handed to projectors."""
 
     txn: lmdb.Transaction
     dbs: dict[str, object]
-    memo: dict = field(default_factory=dict)
 
     def db(self, name: str):
         return self.dbs[name]
@@ -91,15 +102,24 @@ class Tx:
 
 @dataclass
 class WriteTx(Tx):
-    """A write transaction in which a command decides and appends its events."""
+    """A write transaction in which a command decides and appends its events.
+
+    ``state`` is the projector's state for this transaction (begun on first
+    use); the store flushes it before the commit and closes it afterwards.
+    """
 
     store: EventStore = None  # type: ignore[assignment]
+    bulk: bool = False                      # a full replay (set before the first event)
     appended: list[tuple[int, int]] = field(default_factory=list)
-    deferred: dict[tuple[str, bytes], Callable[[], bytes]] = field(default_factory=dict)
-    finishers: list[Callable[[], None]] = field(default_factory=list)
-    enders: list[Callable[[], None]] = field(default_factory=list)
     watermark: int | None = None
     _next_seq: int | None = None
+    _state: TxState | None = None
+
+    @property
+    def state(self) -> TxState:
+        if self._state is None:
+            self._state = self.store.projector.begin(self, self.bulk)
+        return self._state
 
     def now_ms(self) -> int:
         return self.store.clock()
@@ -127,41 +147,17 @@ class WriteTx(Tx):
         self.appended.append((seq, len(raw)))
         return seq
 
-    def defer_put(self, db: str, key: bytes, encode: Callable[[], bytes]) -> None:
-        """Write ``encode()`` under ``key`` once, at :meth:`flush` (latest call wins)."""
-        self.deferred[(db, key)] = encode
-
-    def deferred_put(self, db: str, key: bytes) -> bool:
-        """Whether a put of ``key`` is deferred already."""
-        return (db, key) in self.deferred
-
-    def undefer(self, db: str, key: bytes) -> None:
-        """Drop a deferred put of ``key`` (the caller deleted it meanwhile)."""
-        self.deferred.pop((db, key), None)
-
-    def at_end(self, end: Callable[[], None]) -> None:
-        """Run ``end()`` when the transaction is over, committed or not (to
-        release what a projector started: a process, a thread)."""
-        self.enders.append(end)
-
-    def ended(self) -> None:
-        for end in self.enders:
-            end()
-        self.enders.clear()
-
-    def at_flush(self, finish: Callable[[], None]) -> None:
-        """Run ``finish()`` at :meth:`flush`, before the deferred puts."""
-        self.finishers.append(finish)
-
     def flush(self) -> None:
-        for finish in self.finishers:
-            finish()
-        self.finishers.clear()
-        for (db, key), encode in self.deferred.items():
-            self.txn.put(key, encode(), db=self.dbs[db])
-        self.deferred.clear()
+        """Just before the commit: the projector's state, then the watermark."""
+        if self._state is not None:
+            self._state.flush(self)
         if self.watermark is not None:
             _put_int(self.txn, self.dbs["meta"], b"watermark", self.watermark)
+
+    def ended(self) -> None:
+        """After the commit or abort."""
+        if self._state is not None:
+            self._state.close()
 
 
 def _get_int(txn, db, key: bytes, default: int | None = None) -> int | None:
@@ -443,7 +439,7 @@ class EventStore:
                 w.txn.drop(w.db(name), delete=False)
             self._drop_obsolete(w)
             _put_int(w.txn, w.db("meta"), b"schema_version", self.projector.schema_version)
-            w.memo["bulk"] = True       # projectors may batch their work until the flush
+            w.bulk = True               # projectors may hold their work until the flush
             return self._replay_into(w, 1, progress)
         # the old read models stay until the commit: room for both, so the
         # replay is not run out of map (and started again) half way

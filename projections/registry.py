@@ -1,8 +1,25 @@
 """The projector: every read model, applied to each event in its write transaction.
 
 Deterministic: a function of ``(transaction state, event)`` only — no clock, no
-id generation, no configuration — so replaying the log reproduces the live
-read models byte for byte.
+id generation — so replaying the log reproduces the live read models byte for
+byte.  The one input besides the log, :class:`~projections.index.IndexConfig`,
+decides bytes only through its layout knobs, which are part of the index
+fingerprint kept in the store (a store opened with other ones is rebuilt).
+
+**The order of the projectors is declared here, once**, because some read
+models read others while they change:
+
+* written — ``messages`` first (the state the others may look up), then
+  ``history`` (``sessions.added`` asks it for the session's ends), then
+  ``sessions``, ``relations``, the term index, and the statistics.
+* updated — the old state is read before ``messages`` is overwritten;
+  ``sessions.rekinded`` only counts; relations are removed then added; the
+  term index moves only the fields that changed.
+* deleted — the term index and ``relations`` first (they need the message's
+  state), then ``history`` and ``messages`` lose it, and ``sessions.removed``
+  comes **last**: it finds the session's new first and last message in
+  ``history`` and reads their timestamps from ``messages``, both already
+  without the deleted one.
 """
 
 from __future__ import annotations
@@ -12,20 +29,22 @@ from functools import lru_cache
 
 from eventstore.codec import DEFAULT_METADATA, dumps, metadata_to_list
 from eventstore.errors import CorruptStoreError
-from eventstore.events import Event, MessageDeleted, MessageUpdated, MessageWritten
-from eventstore.store import WriteTx as Tx
+from eventstore.events import Event, MessageDeleted, MessageUpdated, MessageWritten, Metadata
+from eventstore.store import WriteTx
 
-from . import history, messages, relations, sessions, stats, terms
+from . import history, messages, relations, sessions, stats
+from . import index as term_index
+from .index import IndexConfig, IndexWork
 
 SCHEMA_VERSION = 4
 
 
 @lru_cache(maxsize=4096)
-def _metadata_size(meta) -> int:
+def _metadata_size(meta: Metadata) -> int:
     return len(dumps(metadata_to_list(meta)))
 
 
-def _metadata_bytes(meta) -> int:
+def _metadata_bytes(meta: Metadata) -> int:
     """The encoded size of a metadata value (values repeat a lot: cached by
     value; the default one, which decoding gives as one object, by identity)."""
     return _DEFAULT_SIZE if meta is DEFAULT_METADATA else _metadata_size(meta)
@@ -34,65 +53,102 @@ def _metadata_bytes(meta) -> int:
 _DEFAULT_SIZE = _metadata_size(DEFAULT_METADATA)
 
 
+class ProjectionState:
+    """Everything the read models keep for the length of one write transaction:
+    the statistics and session entries changed (written once, at the flush),
+    and the term index's work (a replay's, held in memory)."""
+
+    def __init__(self, config: IndexConfig, bulk: bool) -> None:
+        self.counters = stats.Counters()
+        self.sessions = sessions.OpenSessions()
+        self.index = IndexWork(config, bulk)
+
+    def flush(self, tx: WriteTx) -> None:
+        """Just before the commit: the index writes what it held (and hands
+        over its field statistics), then the sessions and statistics."""
+        deltas = self.index.finish(tx)
+        if deltas:
+            self.counters.add(tx, deltas)
+        self.sessions.flush(tx)
+        self.counters.flush(tx)
+
+    def close(self) -> None:
+        """After the commit or abort."""
+        self.index.close()
+
+
 class Projector:
     schema_version = SCHEMA_VERSION
     db_specs = {**messages.SPECS, **history.SPECS, **sessions.SPECS, **relations.SPECS,
-                **terms.SPECS, **stats.SPECS}
+                **term_index.SPECS, **stats.SPECS}
 
-    def apply(self, tx: Tx, seq: int, event: Event, size: int) -> None:
+    def __init__(self, config: IndexConfig = term_index.DEFAULT) -> None:
+        self.config = config
+
+    def begin(self, tx: WriteTx, bulk: bool) -> ProjectionState:
+        return ProjectionState(self.config, bulk)
+
+    def apply(self, tx: WriteTx, seq: int, event: Event, size: int) -> None:
+        state = tx.state
+        if not isinstance(state, ProjectionState):
+            raise TypeError("the transaction's state was not begun by this projector")
         if isinstance(event, MessageWritten):
-            self._written(tx, seq, event, size)
+            self._written(tx, state, seq, event)
         elif isinstance(event, MessageUpdated):
-            self._updated(tx, seq, event, size)
+            self._updated(tx, state, seq, event, size)
         elif isinstance(event, MessageDeleted):
-            self._deleted(tx, event, size)
+            self._deleted(tx, state, event, size)
         else:
             raise CorruptStoreError("the log holds an event no projector knows")
 
-    def _written(self, tx: Tx, seq: int, event: MessageWritten, size: int) -> None:
+    @staticmethod
+    def _written(tx: WriteTx, state: ProjectionState, seq: int, event: MessageWritten) -> None:
         msg = event.message
         messages.put_written(tx, msg.message_id, seq)
         history.add(tx, msg.session_id, msg.message_id)
-        sessions.added(tx, msg.session_id, msg.message_id, msg.timestamp, msg.metadata.memory_kind)
+        sessions.added(tx, state.sessions, msg.session_id, msg.message_id, msg.timestamp,
+                       msg.metadata.memory_kind)
         relations.add(tx, msg.message_id, msg.metadata)
-        terms.index(tx, seq, msg)
-        stats.add(tx, active=1, body_bytes=len(msg.content.encode("utf-8")),
-                  metadata_bytes=_metadata_bytes(msg.metadata))
+        state.index.index(tx, seq, msg)
+        state.counters.add(tx, active=1, body_bytes=len(msg.content.encode("utf-8")),
+                           metadata_bytes=_metadata_bytes(msg.metadata))
 
-    def _updated(self, tx: Tx, seq: int, event: MessageUpdated, size: int) -> None:
-        old = self._require(tx, event.message_id)
+    @staticmethod
+    def _updated(tx: WriteTx, state: ProjectionState, seq: int, event: MessageUpdated, size: int) -> None:
+        old = _require(tx, event.message_id)
         changed = event.content is not None
-        # an unchanged content is neither loaded nor re-indexed (see terms.reindex)
+        # an unchanged content is neither loaded nor re-indexed (see IndexWork.reindex)
         old_msg = messages.load(tx, old) if changed else messages.without_content(old)
         new = messages.after_update(old, seq, event, size)
-        new_msg = replace(old_msg, content=event.content if changed else old_msg.content,
+        new_msg = replace(old_msg, content=event.content if event.content is not None else old_msg.content,
                           metadata=event.metadata, revision=event.revision, updated_at=event.updated_at)
         messages.put(tx, new)
         old_kind, new_kind = old.metadata.memory_kind, new.metadata.memory_kind
         if old_kind != new_kind:
-            sessions.rekinded(tx, old.session_id, old_kind, new_kind)
+            sessions.rekinded(tx, state.sessions, old.session_id, old_kind, new_kind)
         relations.remove(tx, old.message_id, old.metadata)
         relations.add(tx, new.message_id, new.metadata)
-        terms.reindex(tx, old.docno, old_msg, new_msg, changed)
+        state.index.reindex(tx, old.docno, old_msg, new_msg, changed)
         dead = size + (0 if old.dead_counted else old.log_bytes)
-        stats.add(tx, updates=1, dead_bytes=dead, body_bytes=new.content_bytes - old.content_bytes,
-                  metadata_bytes=_metadata_bytes(new.metadata) - _metadata_bytes(old.metadata))
+        state.counters.add(tx, updates=1, dead_bytes=dead, body_bytes=new.content_bytes - old.content_bytes,
+                           metadata_bytes=_metadata_bytes(new.metadata) - _metadata_bytes(old.metadata))
 
-    def _deleted(self, tx: Tx, event: MessageDeleted, size: int) -> None:
-        old = self._require(tx, event.message_id)
+    @staticmethod
+    def _deleted(tx: WriteTx, state: ProjectionState, event: MessageDeleted, size: int) -> None:
+        old = _require(tx, event.message_id)
         old_msg = messages.load(tx, old)
-        terms.unindex(tx, old.docno, old_msg)
+        state.index.unindex(tx, old.docno, old_msg)
         relations.remove(tx, old.message_id, old.metadata)
         history.remove(tx, old.session_id, old.message_id)
         messages.remove(tx, old.message_id)
-        sessions.removed(tx, old.session_id, old.message_id, old.metadata.memory_kind)
+        sessions.removed(tx, state.sessions, old.session_id, old.message_id, old.metadata.memory_kind)
         dead = size + (0 if old.dead_counted else old.log_bytes)
-        stats.add(tx, active=-1, deleted=1, dead_bytes=dead, body_bytes=-old.content_bytes,
-                  metadata_bytes=-_metadata_bytes(old.metadata))
+        state.counters.add(tx, active=-1, deleted=1, dead_bytes=dead, body_bytes=-old.content_bytes,
+                           metadata_bytes=-_metadata_bytes(old.metadata))
 
-    @staticmethod
-    def _require(tx: Tx, message_id: str) -> messages.State:
-        state = messages.get(tx, message_id)
-        if state is None:
-            raise CorruptStoreError("the log changes a message that does not exist")
-        return state
+
+def _require(tx: WriteTx, message_id: str) -> messages.State:
+    state = messages.get(tx, message_id)
+    if state is None:
+        raise CorruptStoreError("the log changes a message that does not exist")
+    return state

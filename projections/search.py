@@ -5,17 +5,17 @@ weights q_t) give the field score
 
     s_f = Σ_t q_t · idf_f(t) · tf / (tf + K1 · (1 − B + B · len / avg_f))  ÷  Σ_t q_t · idf_f(t)
 
-— BM25 (``K1``, ``B`` in :mod:`projections.terms`) divided by what a document
+— BM25 (``K1``, ``B``) divided by what a document
 could at most reach, so s_f < 1.  idf_f(t) = ln(1 + (N_f − df + ½)/(df + ½))
 is positive however small the store.  A field whose whole normalized text
-equals the query scores exactly 1.0 (SPEC §6.10); any other is capped at
+equals the query scores exactly 1.0 (docs/tools.md, search_messages); any other is capped at
 ``PARTIAL_CAP``.  A message's score is ``1 − Π_f (1 − w_f · s_f)`` with the
 field weights ``WEIGHTS``: monotone in every field, and 1.0 exactly when the
 whole content matches.  Matching is OR: one query term is enough; more terms,
 rarer terms and more frequent terms score higher.
 
 **Evaluation** reads the document-ordered posting lists of
-:mod:`projections.terms` a list at a time, the rarest (highest weight) first,
+:mod:`projections.index` a list at a time, the rarest (highest weight) first,
 summing each document's fields.  Before each list it asks whether a document
 seen in no list so far could still reach the k-th best score found so far —
 the lists left add at most their weights — and once none can, the lists left
@@ -23,7 +23,7 @@ are read only for the candidates that could still make the top k: by random
 access (bisecting the chunk starts, then the chunk) or by reading the list
 whole when that is cheaper (MaxScore).  That is the exact top k, ties
 included.  Documents written since the last merge are scored first, whole,
-from their pending records.  Filters come from :class:`terms.FacetFilter`: a
+from their pending records.  Filters come from :class:`~projections.index.FacetFilter`: a
 selective one reads only its documents' postings, exactly; any other is
 checked per document while reading.  Search only reads.
 """
@@ -37,18 +37,20 @@ from dataclasses import dataclass, field
 
 from eventstore.store import Tx
 
-from . import stats, terms
+from . import stats
+from .index import EXACT, FIELDS, POSTINGS, Doc, FacetFilter, chunk_count, decode_chunk, exact_key, list_prefix, pending
 from .tokens import query_terms
 
+# BM25 term-frequency saturation and length normalization (Anserini's defaults).
+K1, B = 0.9, 0.4
 PARTIAL_CAP = 0.99
 WEIGHTS = (1.0, 0.9, 0.8)            # content, summary, tags
 WHOLE = 10.0                         # added to a field's sum when it equals the query whole
-PRUNE = True                         # False: read every list whole (for tests)
 PROBE_RATIO = 4                      # read a list whole instead when df ≤ this × its probes
 ALLOWED_MAX = 10_000                 # largest filter set worth building
 SELECTIVE_WORK = 20_000              # walk against the set when Σ min(df, |set|) ≤ this
 EPS = 2e-6                           # beneath the 6-decimal rounding of reported scores
-_NF = len(terms.FIELDS)
+_NF = len(FIELDS)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class Trace:
 
 @dataclass
 class Hit:
-    doc: terms.Doc
+    doc: Doc
     score: float
     breakdown: dict[str, float] = field(default_factory=dict)
 
@@ -96,19 +98,21 @@ def combine(scores) -> float:
     return 1.0 - miss
 
 
-def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = None) -> list[Hit]:
-    """The best ``limit`` live messages for ``query`` under ``flt``."""
+def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = None,
+           prune: bool = True) -> list[Hit]:
+    """The best ``limit`` live messages for ``query`` under ``flt``.
+    ``prune=False`` reads every list whole (the same result, slower: for tests)."""
     trace = trace if trace is not None else Trace()
     st = stats.read(tx)
-    fl = terms.FacetFilter(tx, flt, st["active"])
-    pend = terms.pending(tx)
+    fl = FacetFilter(tx, flt, st["active"])
+    pend = pending(tx)
     trace.pending = len(pend)
     if fl.size == 0 and not pend:
         return []
     lists = _plan(tx, st, query_terms(query), pend)
     trace.lists, trace.postings = len(lists), sum(lst.df for lst in lists)
     acc = _Accumulator()
-    wholes = [terms.exact_key(f, query) for f in range(_NF)]
+    wholes = [exact_key(f, query) for f in range(_NF)]
     done = _score_pending(wholes, lists, pend, fl, acc)
     _add_whole_matches(tx, wholes, acc, fl)
     if fl.materialize(ALLOWED_MAX) and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
@@ -120,7 +124,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     else:
         trace.path = "top-k"
         keep = fl.passes if fl.checks or fl.allowed is not None else None
-        candidates = _top_k(lists, acc, keep, limit, done, trace)
+        candidates = _top_k(lists, acc, keep, limit, done, trace, prune)
     return _rank(acc, candidates, fl, limit)
 
 
@@ -143,12 +147,12 @@ class _List:
 
     def factor(self) -> tuple[float, float]:
         """(c, d) with tf_factor = tf / (tf + c + d · length)."""
-        return terms.K1 * (1 - terms.B), terms.K1 * terms.B / self.avg
+        return K1 * (1 - B), K1 * B / self.avg
 
     def chunk(self, i: int) -> tuple:
         found = self.decoded.get(i)
         if found is None:
-            found = self.decoded[i] = terms.decode_chunk(self.keys[i], self.chunks[i])
+            found = self.decoded[i] = decode_chunk(self.keys[i], self.chunks[i])
         return found
 
     def postings(self):
@@ -168,16 +172,16 @@ class _List:
 
 def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: list) -> list[_List]:
     lists: list[_List] = []
-    with tx.txn.cursor(db=tx.db(terms.POSTINGS)) as cur:
-        for f, name in enumerate(terms.FIELDS):
+    with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
+        for f, name in enumerate(FIELDS):
             n = st[f"n_{name}"]
             if not n:
                 continue
             avg = max(st[f"len_{name}"] / n, 1.0)
             found, total = [], 0.0
             for term, q in qterms.items():
-                keys, chunks = _chunks(cur, terms.list_prefix(f, term))
-                df = sum(map(terms.chunk_count, chunks))
+                keys, chunks = _chunks(cur, list_prefix(f, term))
+                df = sum(map(chunk_count, chunks))
                 df_all = df + sum(1 for p in pend if term in p.tfs[f])
                 w = q * idf(n, df_all)
                 total += w
@@ -233,7 +237,7 @@ class _Accumulator:
         return best[-1] if len(best) >= k else 0.0
 
 
-def _score_pending(wholes: list[bytes], lists: list[_List], pend: list, fl: terms.FacetFilter,
+def _score_pending(wholes: list[bytes], lists: list[_List], pend: list, fl: FacetFilter,
                    acc: _Accumulator) -> set[int]:
     """Whole scores of the pending documents that pass; returns their docnos.
     ``wholes`` are the query's whole-text keys, one per field."""
@@ -255,8 +259,8 @@ def _score_pending(wholes: list[bytes], lists: list[_List], pend: list, fl: term
     return done
 
 
-def _add_whole_matches(tx: Tx, wholes: list[bytes], acc: _Accumulator, fl: terms.FacetFilter) -> None:
-    with tx.txn.cursor(db=tx.db(terms.EXACT)) as cur:
+def _add_whole_matches(tx: Tx, wholes: list[bytes], acc: _Accumulator, fl: FacetFilter) -> None:
+    with tx.txn.cursor(db=tx.db(EXACT)) as cur:
         for f, key in enumerate(wholes):
             if cur.set_key(key):
                 for v in cur.iternext_dup(keys=False):
@@ -292,12 +296,12 @@ def _read(lst: _List, acc: _Accumulator, keep, trace: Trace, only: list[int] | N
 
 
 def _top_k(lists: list[_List], acc: _Accumulator, keep, k: int, done: set[int],
-           trace: Trace) -> list[int]:
+           trace: Trace, prune: bool) -> list[int]:
     """Read lists whole while an unseen document could still make the top k;
     then complete, from the lists left, the candidates that still could."""
     order = sorted(lists, key=lambda lst: -lst.weight)
     theta = acc.kth(k)
-    while order and (not PRUNE or _bound(order) >= theta - EPS):
+    while order and (not prune or _bound(order) >= theta - EPS):
         _read(order.pop(0), acc, keep, trace)
         theta = acc.kth(k)
     if not order:
@@ -328,9 +332,9 @@ def _bound(lists: list[_List]) -> float:
 
 
 # ------------------------------------------------------------------ ranking
-def _rank(acc: _Accumulator, candidates: list[int], fl: terms.FacetFilter, limit: int) -> list[Hit]:
-    """The best ``limit`` candidates that pass the filter, ties settled by SPEC's
-    rule: higher importance, then newer timestamp, then message id — the larger
+def _rank(acc: _Accumulator, candidates: list[int], fl: FacetFilter, limit: int) -> list[Hit]:
+    """The best ``limit`` candidates that pass the filter, ties settled by the
+    contract's rule: higher importance, then newer timestamp, then message id — the larger
     first, since ULIDs are monotonic: still the newer within one millisecond."""
     scored = [(_reported(acc.score(d)), d) for d in candidates]
     m = 2 * limit + 8
@@ -343,7 +347,7 @@ def _rank(acc: _Accumulator, candidates: list[int], fl: terms.FacetFilter, limit
     return hits[:limit]
 
 
-def _take(ordered, acc: _Accumulator, fl: terms.FacetFilter, limit: int) -> tuple[list[Hit], bool]:
+def _take(ordered, acc: _Accumulator, fl: FacetFilter, limit: int) -> tuple[list[Hit], bool]:
     """Passing hits in score order; True when a lower score closed the list."""
     hits: list[Hit] = []
     for score, docno in ordered:
@@ -351,7 +355,7 @@ def _take(ordered, acc: _Accumulator, fl: terms.FacetFilter, limit: int) -> tupl
             return hits, True
         if (doc := fl.doc(docno)) is None:     # every summed document passed the filter
             continue
-        parts = {name: _reported(s) for name, s in zip(terms.FIELDS, acc.fields(docno))}
+        parts = {name: _reported(s) for name, s in zip(FIELDS, acc.fields(docno))}
         hits.append(Hit(doc, score, parts))
     return hits, False
 

@@ -1,15 +1,17 @@
 """Read model: one entry per session with at least one live message.
 
 ``sessions``: ``session_id`` → CBOR ``[message_count, kind_counts[6],
-started_at, last_message_at]``.  ``session_order``: 8-byte ``started_at`` +
-``session_id`` → empty, the stable order of the sessions view.  The
-representative summary is not stored: it is read from the session's latest
-live message (the last key of its history range) when asked for.
+started_at, last_message_at]`` (:class:`SessionEntry`).  ``session_order``:
+8-byte ``started_at`` + ``session_id`` → empty, the stable order of the
+sessions view.  The representative summary is not stored: it is read from the
+session's latest live message (the last key of its history range) when asked
+for.
 
-Within a write transaction each touched entry is decoded once and kept in the
-transaction's memo with the id of its newest message, so a message newer than
-that needs no history lookup; the entry is written once, when the transaction
-flushes (at once when it is created or deleted, so the entry count is right).
+Within a write transaction each touched entry is decoded once and kept, with
+the id of its newest message, in the transaction's :class:`OpenSessions`, so
+a message newer than that needs no history lookup; the entry is written once,
+when the transaction flushes (at once when it is created or deleted, so the
+entry count is right).
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from eventstore import codec
 from eventstore.errors import CorruptStoreError
 from eventstore.events import KINDS
-from eventstore.store import Tx, WriteTx
+from eventstore.store import Tx
 
 from . import history, messages
 
@@ -31,33 +34,69 @@ SPECS = {DB: {}, ORDER: {}}
 _TS = struct.Struct(">Q")
 
 
+class SessionEntry(NamedTuple):
+    message_count: int
+    kind_counts: list[int]        # per kind, in ``KINDS`` order
+    started_at: int | None        # None only while an entry is being emptied
+    last_message_at: int | None
+
+    def encode(self) -> bytes:
+        return codec.dumps(list(self))
+
+    @classmethod
+    def decode(cls, raw: bytes) -> SessionEntry:
+        try:
+            count, kinds, started, last = codec.loads(raw)
+            if not (type(count) is int and type(kinds) is list and len(kinds) == len(KINDS)
+                    and all(type(k) is int for k in kinds) and type(started) is int and type(last) is int):
+                raise TypeError("wrong field types")
+        except Exception as exc:
+            raise CorruptStoreError("a session record could not be decoded") from exc
+        return cls(count, kinds, started, last)
+
+
+_EMPTY = SessionEntry(0, [0] * len(KINDS), None, None)
+
+
 @dataclass(slots=True)
 class _Open:
     """An entry being changed in a write transaction, with the id of the
     session's newest message (None until known)."""
 
-    entry: list
+    entry: SessionEntry
     newest: str | None = None
 
 
-def get(tx: Tx, session_id: str) -> list | None:
-    opened = tx.memo.get(DB, {}).get(session_id)
+class OpenSessions:
+    """The session entries one write transaction has changed, written at its flush."""
+
+    def __init__(self) -> None:
+        self.opened: dict[str, _Open] = {}
+        self.unwritten: dict[bytes, _Open] = {}     # key → entry to write at the flush
+
+    def open(self, tx: Tx, session_id: str) -> _Open:
+        opened = self.opened.get(session_id)
+        if opened is None:
+            raw = tx.txn.get(session_id.encode("utf-8"), db=tx.db(DB))
+            entry = SessionEntry.decode(raw) if raw is not None else _EMPTY._replace(kind_counts=[0] * len(KINDS))
+            opened = self.opened[session_id] = _Open(entry)
+        return opened
+
+    def flush(self, tx: Tx) -> None:
+        handle = tx.db(DB)
+        for key, opened in self.unwritten.items():
+            tx.txn.put(key, opened.entry.encode(), db=handle)
+        self.unwritten.clear()
+
+
+def get(tx: Tx, session_id: str, changes: OpenSessions | None = None) -> SessionEntry | None:
+    """A session's entry (as ``changes`` has it, when this write transaction changed it)."""
+    opened = changes.opened.get(session_id) if changes is not None else None
     if opened is not None:
-        count, kinds, started, last = opened.entry
-        return [count, list(kinds), started, last] if count else None
+        entry = opened.entry
+        return entry._replace(kind_counts=list(entry.kind_counts)) if entry.message_count else None
     raw = tx.txn.get(session_id.encode("utf-8"), db=tx.db(DB))
-    return None if raw is None else _decode(raw)
-
-
-def _decode(raw: bytes) -> list:
-    try:
-        count, kinds, started, last = entry = codec.loads(raw)
-        if not (type(count) is int and type(kinds) is list and len(kinds) == len(KINDS)
-                and all(type(k) is int for k in kinds) and type(started) is int and type(last) is int):
-            raise TypeError("wrong field types")
-    except Exception as exc:
-        raise CorruptStoreError("a session record could not be decoded") from exc
-    return entry
+    return None if raw is None else SessionEntry.decode(raw)
 
 
 def order_key(started_at: int, session_id: str) -> bytes:
@@ -68,72 +107,63 @@ def split_order_key(k: bytes) -> tuple[int, str]:
     return _TS.unpack(k[:8])[0], k[8:].decode("utf-8")
 
 
-def _open(tx: WriteTx, session_id: str) -> _Open:
-    memo = tx.memo.setdefault(DB, {})
-    opened = memo.get(session_id)
-    if opened is None:
-        raw = tx.txn.get(session_id.encode("utf-8"), db=tx.db(DB))
-        entry = _decode(raw) if raw is not None else [0, [0] * len(KINDS), None, None]
-        opened = memo[session_id] = _Open(entry)
-    return opened
-
-
-def _store(tx: WriteTx, session_id: str, opened: _Open, old_count: int, old_start: int | None) -> None:
+def _store(tx: Tx, changes: OpenSessions, session_id: str, opened: _Open, old_count: int,
+           old_start: int | None) -> None:
     count, _, started, _ = opened.entry
     key = session_id.encode("utf-8")
     if old_start != started or not count:
         if old_start is not None:
             tx.txn.delete(order_key(old_start, session_id), db=tx.db(ORDER))
-        if count:
+        if count and started is not None:
             tx.txn.put(order_key(started, session_id), b"", db=tx.db(ORDER))
     if not count:
-        tx.undefer(DB, key)                   # a deferred put must not bring it back
+        changes.unwritten.pop(key, None)          # a put at the flush must not bring it back
         tx.txn.delete(key, db=tx.db(DB))
         return
     if not old_count:
-        tx.txn.put(key, codec.dumps(opened.entry), db=tx.db(DB))
-    tx.defer_put(DB, key, lambda: codec.dumps(opened.entry))
+        tx.txn.put(key, opened.entry.encode(), db=tx.db(DB))
+    changes.unwritten[key] = opened
 
 
-def added(tx: WriteTx, session_id: str, message_id: str, timestamp: int, kind: str) -> None:
+def added(tx: Tx, changes: OpenSessions, session_id: str, message_id: str, timestamp: int, kind: str) -> None:
     """Count a message that ``history`` already lists under the session."""
-    opened = _open(tx, session_id)
+    opened = changes.open(tx, session_id)
     count, kinds, started, last = opened.entry
     kinds[KINDS.index(kind)] += 1
     if opened.newest is not None and message_id > opened.newest:
         first_id, last_id = None, message_id    # newer than the newest: the last, not the first
     else:
-        first_id, last_id = history.first_last(tx, session_id)
-    opened.entry = [count + 1, kinds, timestamp if first_id == message_id else started,
-                    timestamp if last_id == message_id else last]
+        first_id, last_id = history.first_last(tx, session_id) or (None, None)
+    opened.entry = SessionEntry(count + 1, kinds, timestamp if first_id == message_id else started,
+                                timestamp if last_id == message_id else last)
     opened.newest = last_id
-    _store(tx, session_id, opened, count, started)
+    _store(tx, changes, session_id, opened, count, started)
 
 
-def removed(tx: WriteTx, session_id: str, message_id: str, kind: str) -> None:
+def removed(tx: Tx, changes: OpenSessions, session_id: str, message_id: str, kind: str) -> None:
     """Uncount a message already gone from ``history`` and ``messages``."""
-    opened = _open(tx, session_id)
+    opened = changes.open(tx, session_id)
     count, kinds, started, last = opened.entry
     kinds[KINDS.index(kind)] -= 1
     ends = history.first_last(tx, session_id)
     if ends is None:
-        opened.entry, opened.newest = [0, kinds, None, None], None
-        _store(tx, session_id, opened, count, started)
+        opened.entry, opened.newest = SessionEntry(0, kinds, None, None), None
+        _store(tx, changes, session_id, opened, count, started)
         return
     first_id, last_id = ends        # ids sort like creation: an end moved iff it was removed
-    opened.entry = [count - 1, kinds,
-                    messages.timestamp(tx, first_id) if message_id < first_id else started,
-                    messages.timestamp(tx, last_id) if message_id > last_id else last]
+    opened.entry = SessionEntry(count - 1, kinds,
+                                messages.timestamp(tx, first_id) if message_id < first_id else started,
+                                messages.timestamp(tx, last_id) if message_id > last_id else last)
     opened.newest = last_id
-    _store(tx, session_id, opened, count, started)
+    _store(tx, changes, session_id, opened, count, started)
 
 
-def rekinded(tx: WriteTx, session_id: str, old_kind: str, new_kind: str) -> None:
-    opened = _open(tx, session_id)
-    kinds = opened.entry[1]
+def rekinded(tx: Tx, changes: OpenSessions, session_id: str, old_kind: str, new_kind: str) -> None:
+    opened = changes.open(tx, session_id)
+    kinds = opened.entry.kind_counts
     kinds[KINDS.index(old_kind)] -= 1
     kinds[KINDS.index(new_kind)] += 1
-    tx.defer_put(DB, session_id.encode("utf-8"), lambda: codec.dumps(opened.entry))
+    changes.unwritten[session_id.encode("utf-8")] = opened
 
 
 def ordered(tx: Tx, after_key: bytes | None) -> Iterator[tuple[bytes, str]]:

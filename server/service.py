@@ -26,7 +26,10 @@ from eventstore.errors import (
 from eventstore.events import KINDS, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.ids import to_str
 from eventstore.store import EventStore, Tx, WriteTx
-from projections import history, messages, relations, search, sessions, stats, terms
+from projections import history, messages, relations, search, sessions, stats
+from projections import index as terms
+from projections.index import DEFAULT as DEFAULT_INDEX
+from projections.index import IndexConfig
 from projections.registry import Projector
 
 from . import cursors, render
@@ -37,9 +40,10 @@ CONTEXT_CAP = 50
 
 
 class MemoryService:
-    def __init__(self, path: str, **store_options) -> None:
+    def __init__(self, path: str, *, index_config: IndexConfig = DEFAULT_INDEX, **store_options) -> None:
+        """``index_config``: the term index's knobs (tests use small ones)."""
         self.path = path
-        self.store = EventStore(path, Projector(), **store_options)
+        self.store = EventStore(path, Projector(index_config), **store_options)
         self.last_error = ""
         self._lock = RWLock()
 

@@ -61,7 +61,7 @@ def apply(path: str, events: list, batched: bool) -> dict:
             for i, event in enumerate(events):
                 w.append(event)
                 counts = model_counts(events[:i + 1])
-                assert {s: (sessions.get(w, s) or [0])[0] for s in SESSIONS} == \
+                assert {s: (sessions.get(w, s, w.state.sessions) or [0])[0] for s in SESSIONS} == \
                     {s: counts.get(s, 0) for s in SESSIONS}
                 assert sessions.count(w) == len(counts)
         if batched:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from eventstore.events import Metadata
-from projections import stats, terms
+from projections import index as terms
+from projections import stats
+from projections.index.lists import put_dups
 from projections.search import Filters
 
 
@@ -47,8 +49,8 @@ def test_pairs_said_to_be_newest_are_all_put_even_when_one_is_not(service):
     dk = terms.docno_key
 
     def put_both(w):
-        terms._put_dups(w, terms.FACETS, [(b"zz", dk(5)), (b"zy", dk(9))], newest=True)
-        terms._put_dups(w, terms.FACETS, [(b"zz", dk(3)), (b"zz", dk(7)), (b"zx", dk(1))], newest=True)
+        put_dups(w, terms.FACETS, [(b"zz", dk(5)), (b"zy", dk(9))], newest=True)
+        put_dups(w, terms.FACETS, [(b"zz", dk(3)), (b"zz", dk(7)), (b"zx", dk(1))], newest=True)
         with w.txn.cursor(db=w.db(terms.FACETS)) as cur:
             return [(k, int.from_bytes(v, "big")) for k, v in cur if k.startswith(b"z")]
     got = service.store.execute(put_both)

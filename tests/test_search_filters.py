@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from eventstore.events import Metadata
-from projections import search, terms
+from projections import search
+from projections.index import IndexConfig, filters
 from projections.search import Filters
 from server.service import MemoryService
 
@@ -51,22 +52,25 @@ def test_filters_or_within_a_category_and_and_across_categories(board):
 
 
 @pytest.fixture
-def crowd(service, monkeypatch):
+def crowd(store_path):
     """3 special messages and 200 in session "big", all about deploys; all but
     the last 11 merged into the index (the rest pending)."""
-    monkeypatch.setattr(terms, "MERGE_AT", 64)
+    service = MemoryService(store_path, index_config=IndexConfig(merge_at=64))
     special = [write(service, f"deploy decision {i}", f"small-{i % 2}", memory_kind="procedure",
                      importance=95, tags=("rare",)) for i in range(3)]
     for i in range(200):
         write(service, f"deploy notes {i} for the release", "big")
-    return service, special
+    try:
+        yield service, special
+    finally:
+        service.close()
 
 
 @pytest.fixture
 def counted(monkeypatch):
     """Counts per-document lookups and whole-list reads made by the ranker."""
     counts = {"doc": 0, "blocks": 0}
-    real_doc, real_block = terms.doc, search._List.postings
+    real_doc, real_block = filters.doc, search._List.postings
 
     def doc(tx, docno):
         counts["doc"] += 1
@@ -75,7 +79,7 @@ def counted(monkeypatch):
     def block(*args):
         counts["blocks"] += 1
         return real_block(*args)
-    monkeypatch.setattr(terms, "doc", doc)
+    monkeypatch.setattr(filters, "doc", doc)
     monkeypatch.setattr(search._List, "postings", block)
     return counts
 

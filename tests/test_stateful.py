@@ -22,7 +22,7 @@ from strategies import Clock, canonical_ids, contents, metadata, open_service, p
 
 from eventstore.errors import ConflictError, NotFoundError
 from eventstore.events import KINDS, RELATION_TYPES, Metadata
-from projections import terms
+from projections.index import IndexConfig
 from projections.search import Filters
 from tools.replay import dump_projections
 
@@ -56,13 +56,17 @@ def rendered(m: Msg) -> dict:
             "updated_at": m.updated_at, "metadata": md}
 
 
+# merge pending search records every 3 writes, cut lists every ~4 docnos
+SMALL_INDEX = IndexConfig(merge_at=3, chunk=4)
+
+
 class StoreMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="convmem-stateful-")
         self.path = self.dir + "/store"
         self.clock = Clock(now=1_720_843_200_000, step=0)
-        self.svc = open_service(self.path, self.clock, seed=11)
+        self.svc = open_service(self.path, self.clock, seed=11, index_config=SMALL_INDEX)
         self.live: dict[str, Msg] = {}          # id → current state, in creation order
         self.deleted: dict[str, Msg] = {}
         self.words = 0
@@ -70,15 +74,11 @@ class StoreMachine(RuleBasedStateMachine):
         self.writes = 0                         # io.write_calls
         self.updates = 0                        # update records since the last compaction
         self.deletes = 0
-        # merge pending search records every 3 writes, cut lists every ~4 docnos
-        self.saved = terms.MERGE_AT, terms._CUT
-        terms.MERGE_AT, terms._CUT = 3, (1 << 64) // 4
 
     def teardown(self) -> None:
         try:
             self.check_replay_equals_live()
         finally:
-            terms.MERGE_AT, terms._CUT = self.saved
             self.svc.close()
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -256,7 +256,7 @@ class StoreMachine(RuleBasedStateMachine):
     def close_and_reopen(self) -> None:
         before = self.svc.health()
         self.svc.close()
-        self.svc = open_service(self.path, self.clock, seed=12)
+        self.svc = open_service(self.path, self.clock, seed=12, index_config=SMALL_INDEX)
         assert self.svc.health() == before
 
     @rule()

@@ -7,22 +7,27 @@ import pickle
 import subprocess
 import sys
 import tempfile
-from unittest import mock
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import open_service, write
 
-from projections import terms
+from projections.index import IndexConfig, worker
+from projections.index.gather import gather
 from tools.replay import dump_projections
 
 WORDS = ["deploy", "billing", "東京の天気", "ERR_CONN_RESET", "retries", "the", "backoff"]
 
 
-def _build(path: str) -> dict:
+# Batches of 4 messages, small merges, and a second process whatever the CPUs.
+SMALL = IndexConfig(build_batch=4, backlog=10**9, merge_at=6, second_process=True)   # every batch goes out
+
+
+def _build(path: str, config: IndexConfig = SMALL) -> dict:
     """A store with written, updated and deleted messages; its live read models."""
-    svc = open_service(path)
+    svc = open_service(path, index_config=config)
     try:
         ids = [write(svc, " ".join(WORDS[(i + j) % len(WORDS)] for j in range(i % 5 + 1)) + f" n{i}",
                      session=f"s{i % 3}", tags=("ops",) if i % 2 else ())
@@ -37,8 +42,8 @@ def _build(path: str) -> dict:
         svc.close()
 
 
-def _replayed(path: str) -> dict:
-    svc = open_service(path)
+def _replayed(path: str, config: IndexConfig = SMALL) -> dict:
+    svc = open_service(path, index_config=config)
     try:
         svc.store.rebuild_projections()
         return dump_projections(svc.store)
@@ -48,14 +53,10 @@ def _replayed(path: str) -> dict:
 
 @pytest.fixture
 def small_batches(monkeypatch):
-    """Batches of 4 messages, small merges, and a second CPU as far as the builder knows."""
-    monkeypatch.setattr(terms, "BUILD_BATCH", 4)
-    monkeypatch.setattr(terms, "BACKLOG", 10**9)       # every batch goes out
-    monkeypatch.setattr(terms, "MERGE_AT", 6)
-    monkeypatch.setattr(terms, "_cpus", lambda: 2)
+    """Every frame the replay's second process sends back (with the SMALL config)."""
     loaded = []
-    real = terms._loaded
-    monkeypatch.setattr(terms, "_loaded", lambda frame: loaded.append(frame) or real(frame))
+    real = worker.loaded
+    monkeypatch.setattr(worker, "loaded", lambda frame: loaded.append(frame) or real(frame))
     return loaded
 
 
@@ -69,8 +70,7 @@ def test_records_built_in_a_second_process_replay_to_the_live_bytes(tmp_path, sm
 def test_batches_gathered_here_while_the_second_process_is_busy_replay_to_the_live_bytes(
         tmp_path, small_batches, monkeypatch, backlog):
     live = _build(str(tmp_path / "s"))
-    monkeypatch.setattr(terms, "BACKLOG", backlog)
-    assert _replayed(str(tmp_path / "s")) == live
+    assert _replayed(str(tmp_path / "s"), replace(SMALL, backlog=backlog)) == live
     if backlog < 0:
         assert small_batches == []                # -1: never sent, all gathered here
     else:
@@ -83,14 +83,14 @@ def test_a_replay_whose_second_process_cannot_start_builds_every_record_in_place
 
     def refuse(*args, **kwargs):
         raise OSError("no processes here")
-    monkeypatch.setattr(terms.subprocess, "Popen", refuse)
+    monkeypatch.setattr(worker.subprocess, "Popen", refuse)
     assert _replayed(str(tmp_path / "s")) == live
     assert small_batches == []
 
 
 def test_a_damaged_batch_from_the_second_process_is_built_in_place(tmp_path, small_batches, monkeypatch):
     live = _build(str(tmp_path / "s"))
-    monkeypatch.setattr(terms, "_loaded", lambda frame: small_batches.append(frame) or None)
+    monkeypatch.setattr(worker, "loaded", lambda frame: small_batches.append(frame) or None)
     assert _replayed(str(tmp_path / "s")) == live
     assert len(small_batches) == 10
 
@@ -98,7 +98,7 @@ def test_a_damaged_batch_from_the_second_process_is_built_in_place(tmp_path, sma
 def test_a_record_needed_before_its_batch_returns_is_built_in_place(tmp_path, small_batches):
     """An update or delete in the log reaches a message still in a batch; the replay builds it then."""
     path = str(tmp_path / "s")
-    svc = open_service(path)
+    svc = open_service(path, index_config=SMALL)
     try:
         ids = [write(svc, f"zebra number {i}") for i in range(9)]
         svc.update_message(ids[8], "giraffe now", {}, None)       # its batch (docnos 9–12) is still open
@@ -109,11 +109,12 @@ def test_a_record_needed_before_its_batch_returns_is_built_in_place(tmp_path, sm
     assert _replayed(path) == live
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(terms.__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(worker.__file__))))
 
 
-def _serve(stdin: bytes, fingerprint: str = terms._FINGERPRINT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from projections.terms import serve; serve()", fingerprint],
+def _serve(stdin: bytes, fingerprint: str = worker.FINGERPRINT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from projections.index.worker import serve; serve()",
+                           fingerprint],
                           input=stdin, capture_output=True, cwd=ROOT, timeout=60)
 
 
@@ -128,7 +129,7 @@ def test_the_second_process_answers_each_batch_with_what_gather_makes_of_it():
         n = int.from_bytes(out[:4], "big")
         answers.append(pickle.loads(out[4:4 + n]))
         out = out[4 + n:]
-    assert answers == [terms.gather(b) for b in batches]
+    assert answers == [gather(b) for b in batches]
 
 
 def test_the_second_process_ends_quietly_on_a_cut_frame():
@@ -147,10 +148,10 @@ OPS = st.lists(st.one_of(
 @given(ops=OPS, batch=st.sampled_from([2, 3, 5]), backlog=st.sampled_from([-1, 0, 1, 10**9]),
        merge_at=st.sampled_from([2, 4, 7]), hold=st.sampled_from([3, 8, 10**5]))
 def test_any_log_replays_to_the_live_bytes_however_its_batches_travel(ops, batch, backlog, merge_at, hold):
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(terms, "BULK_HOLD", hold), \
-            mock.patch.object(terms, "MERGE_AT", merge_at), mock.patch.object(terms, "BUILD_BATCH", batch), \
-            mock.patch.object(terms, "BACKLOG", backlog), mock.patch.object(terms, "_cpus", lambda: 2):
-        svc = open_service(tmp)
+    config = IndexConfig(bulk_hold=hold, merge_at=merge_at, build_batch=batch, backlog=backlog,
+                         second_process=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        svc = open_service(tmp, index_config=config)
         try:
             live_ids: list[str] = []
             for kind, a, b, flag in ops:
@@ -179,7 +180,7 @@ def test_the_second_process_does_nothing_for_a_replay_that_loaded_other_code():
 def test_a_replay_whose_code_differs_from_the_code_on_disk_gathers_every_batch_itself(
         tmp_path, small_batches, monkeypatch):
     live = _build(str(tmp_path / "s"))
-    monkeypatch.setattr(terms, "_FINGERPRINT", "not what is on disk")
+    monkeypatch.setattr(worker, "FINGERPRINT", "not what is on disk")
     assert _replayed(str(tmp_path / "s")) == live
     assert small_batches == []                  # the second process answered nothing
 
@@ -192,7 +193,7 @@ def _with_child(monkeypatch, script: str) -> list:
     def popen(args, **kwargs):
         started.append(real([sys.executable, "-c", script], **kwargs))
         return started[-1]
-    monkeypatch.setattr(terms.subprocess, "Popen", popen)
+    monkeypatch.setattr(worker.subprocess, "Popen", popen)
     return started
 
 
@@ -205,9 +206,8 @@ def _with_child(monkeypatch, script: str) -> list:
 def test_a_second_process_that_misbehaves_neither_hangs_the_replay_nor_changes_a_byte(
         tmp_path, small_batches, monkeypatch, script):
     live = _build(str(tmp_path / "s"))
-    monkeypatch.setattr(terms, "JOIN_WAIT", 1.0)
     started = _with_child(monkeypatch, script)
-    assert _replayed(str(tmp_path / "s")) == live
+    assert _replayed(str(tmp_path / "s"), replace(SMALL, join_wait=1.0)) == live
     assert started and all(p.poll() is not None for p in started)      # stopped, not left running
 
 
@@ -215,16 +215,15 @@ def test_a_replay_that_fails_leaves_no_second_process_behind(tmp_path, small_bat
     path = str(tmp_path / "s")
     _build(path)
     started = _with_child(monkeypatch, "import sys; sys.stdin.buffer.read()")
-    real = terms.gather
+    real = worker.gather
 
     def failing(items):
         if items and items[0][0] > 20:
             raise RuntimeError("the replay fails half way")
         return real(items)
-    monkeypatch.setattr(terms, "gather", failing)
-    monkeypatch.setattr(terms, "BACKLOG", -1)          # every batch gathered here, so the failure comes
-    svc = open_service(path)
-    try:
+    monkeypatch.setattr(worker, "gather", failing)
+    svc = open_service(path, index_config=replace(SMALL, backlog=-1))   # every batch gathered here,
+    try:                                                                 # so the failure comes
         with pytest.raises(Exception):
             svc.store.rebuild_projections()
     finally:

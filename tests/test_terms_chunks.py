@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import zlib
-from contextlib import contextmanager
 
 import lmdb
 import pytest
@@ -12,7 +11,10 @@ from hypothesis import strategies as st
 
 from eventstore.errors import CorruptStoreError
 from eventstore.events import Metadata
-from projections import terms
+from projections import index as terms
+from projections.index import FieldEntry, IndexConfig
+from projections.index.chunks import cut_list, merge_list
+from projections.index.lists import PostingLists
 from projections.search import Filters
 from server.service import MemoryService
 
@@ -73,8 +75,7 @@ OPS = st.lists(st.tuples(st.booleans(), st.lists(st.integers(1, 400), min_size=1
 def test_any_sequence_of_merges_leaves_the_canonical_chunks(tmp_path_factory, ops):
     """Adding and removing postings in any batches gives the same bytes as
     cutting the final list in one go: the chunks depend on the postings alone."""
-    with small_chunks():
-        _merge_and_compare(str(tmp_path_factory.mktemp("chunks")), ops)
+    _merge_and_compare(str(tmp_path_factory.mktemp("chunks")), ops)
 
 
 def _merge_and_compare(path: str, ops) -> None:
@@ -83,7 +84,7 @@ def _merge_and_compare(path: str, ops) -> None:
     prefix, neighbour = terms.list_prefix(0, "word"), terms.list_prefix(0, "wore")
     live: dict[int, tuple[int, int]] = {}
     with env.begin(write=True, db=db) as txn, txn.cursor() as cur:
-        terms._merge_list(cur, neighbour, [5, 9], None, [3, 3], set())   # a list right after
+        merge_list(cur, neighbour, [5, 9], None, [3, 3], set(), CUT)   # a list right after
         for adding, batch in ops:
             batch = sorted(set(batch))
             if adding:
@@ -91,18 +92,18 @@ def _merge_and_compare(path: str, ops) -> None:
                 if not batch:
                     continue
                 tfs, lengths = [d % 3 + 1 for d in batch], [d % 300 for d in batch]
-                terms._merge_list(cur, prefix, batch, tfs, lengths, set())
+                merge_list(cur, prefix, batch, tfs, lengths, set(), CUT)
                 live.update(zip(batch, zip(tfs, lengths)))
             else:
                 gone = {d for d in batch if d in live}
                 if not gone:
                     continue
-                terms._merge_list(cur, prefix, [], None, [], gone)
+                merge_list(cur, prefix, [], None, [], gone, CUT)
                 for d in gone:
                     del live[d]
         docnos = sorted(live)
-        expected = terms._chunked(prefix, docnos, [live[d][0] for d in docnos],
-                                  [live[d][1] for d in docnos]) if docnos else []
+        expected = cut_list(prefix, docnos, [live[d][0] for d in docnos],
+                            [live[d][1] for d in docnos], CUT) if docnos else []
         assert _chunks_of(txn, db, prefix) == expected
         assert len(_chunks_of(txn, db, neighbour)) == 1
     env.close()
@@ -116,7 +117,7 @@ class _Tx:
         return self.dbs[name]
 
 
-def _postings_after(path: str, lists: terms._Lists, how: str) -> list[tuple[bytes, bytes]]:
+def _postings_after(path: str, lists: PostingLists, how: str) -> list[tuple[bytes, bytes]]:
     env = lmdb.open(path, max_dbs=2, map_size=1 << 26)
     try:
         db = env.open_db(terms.POSTINGS.encode())
@@ -136,24 +137,15 @@ ENTRIES = st.lists(st.tuples(st.integers(0, 2), st.lists(st.tuples(TERM, st.inte
 @settings(max_examples=60, deadline=None)
 @given(ENTRIES)
 def test_appending_lists_to_an_empty_index_writes_what_merging_them_would(tmp_path_factory, entries):
-    lists = terms._Lists()
-    with small_chunks():
-        for docno, (field, postings, length) in enumerate(entries, 1):
-            lists.add(field, docno, [length, tuple(t for t, _ in postings), bytes(tf for _, tf in postings), []])
-        appended = _postings_after(str(tmp_path_factory.mktemp("append")), lists, "append")
-        merged = _postings_after(str(tmp_path_factory.mktemp("merge")), lists, "write")
+    lists = PostingLists(CUT)
+    for docno, (field, postings, length) in enumerate(entries, 1):
+        lists.add(field, docno, FieldEntry(length, tuple(t for t, _ in postings), bytes(tf for _, tf in postings), ()))
+    appended = _postings_after(str(tmp_path_factory.mktemp("append")), lists, "append")
+    merged = _postings_after(str(tmp_path_factory.mktemp("merge")), lists, "write")
     assert appended == merged
 
 
-@contextmanager
-def small_chunks():
-    """One docno in 8 is a boundary, so small lists have several chunks."""
-    saved = terms._CUT
-    terms._CUT = (1 << 64) // 8
-    try:
-        yield
-    finally:
-        terms._CUT = saved
+CUT = IndexConfig(chunk=8).cut      # one docno in 8 is a boundary, so small lists have several chunks
 
 
 def _search(svc: MemoryService, ids: list[str], query: str, flt: Filters) -> list[tuple]:
@@ -178,13 +170,12 @@ def _fill(svc: MemoryService) -> list[str]:
 
 
 @pytest.mark.parametrize("merge_at", [1, 6])
-def test_scores_do_not_depend_on_whether_a_document_is_merged(tmp_path, monkeypatch, merge_at):
+def test_scores_do_not_depend_on_whether_a_document_is_merged(tmp_path, merge_at):
     queries = ["billing", "deploy backoff", "ERR_CONN_RESET", "東京", "item12", "deploy summary"]
     filters = [Filters(), Filters(session_id="s1"), Filters(tags=("ops",)), Filters(min_importance=20)]
     runs = []
     for at in (10**6, merge_at):                 # all pending / merged every `at` writes
-        monkeypatch.setattr(terms, "MERGE_AT", at)
-        svc = MemoryService(str(tmp_path / f"store{at}"))
+        svc = MemoryService(str(tmp_path / f"store{at}"), index_config=IndexConfig(merge_at=at))
         try:
             ids = _fill(svc)
             runs.append([_search(svc, ids, q, f) for q in queries for f in filters])
@@ -196,9 +187,8 @@ def test_scores_do_not_depend_on_whether_a_document_is_merged(tmp_path, monkeypa
     assert runs[0] == runs[1]
 
 
-def test_a_merge_empties_pending_into_the_lists(tmp_path, monkeypatch):
-    monkeypatch.setattr(terms, "MERGE_AT", 4)
-    svc = MemoryService(str(tmp_path / "store"))
+def test_a_merge_empties_pending_into_the_lists(tmp_path):
+    svc = MemoryService(str(tmp_path / "store"), index_config=IndexConfig(merge_at=4))
     try:
         for i in range(9):
             svc.write_message("s", "user", f"zebra number {i}", Metadata())

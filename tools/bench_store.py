@@ -183,8 +183,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="diagnostic only: skip the full-text index, to see what it costs")
     args = p.parse_args(argv)
     if args.no_terms:
-        from projections import terms
-        terms.index = terms.unindex = lambda *a, **k: None
+        from projections.index import IndexWork
+        IndexWork.index = IndexWork.unindex = lambda *a, **k: None  # type: ignore[method-assign]
     workdir = args.keep or tempfile.mkdtemp(prefix="convmem-bench-")
     try:
         result = run(args.writes, args.events, args.data, workdir, args.fill_batch)

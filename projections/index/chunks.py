@@ -1,0 +1,183 @@
+"""Posting chunks: the codec of one block of a posting list, and the cutting
+and merging of lists into chunks.
+
+A posting list (one term in one field) is stored as chunks under
+``field byte + term + NUL + first docno``.  A chunk holds, for each document
+in docno order, the docno, the term's frequency ``tf`` and the field's length
+in terms, packed as arrays in the narrowest width that holds them (~3 bytes a
+posting), sealed with a CRC-32 of key and value.  A list is cut before every
+posting whose docno is a *boundary* (:func:`boundary`: about one docno in
+``IndexConfig.chunk``, by a hash of the number alone), so the chunks are a
+function of the postings alone — however and whenever they arrived.  That is
+what lets a replay build each chunk once, and live writes merge batches in,
+with the same bytes.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable
+from functools import partial
+from itertools import accumulate, repeat
+from operator import sub
+from typing import NamedTuple
+
+from eventstore.errors import CorruptStoreError
+
+from .layout import docno_key, docno_of, sealed, unsealed
+
+_MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_GAP_CODES = "BHIQ"                     # chunk gap widths 1, 2, 4, 8 bytes
+_SWAP = sys.byteorder == "big"          # chunks are little-endian
+
+
+class Chunk(NamedTuple):
+    """The postings of one chunk, decoded."""
+
+    docnos: list[int]
+    tfs: bytes            # one byte each
+    lengths: array        # the field's length in each document
+
+
+def boundary(docno: int, cut: int) -> bool:
+    """Whether a posting list starts a new chunk at ``docno`` (see ``IndexConfig.cut``)."""
+    return (docno * _GOLDEN) & _MASK64 < cut
+
+
+def _packed(code: str, values: Iterable[int]) -> bytes:
+    arr = array(code, values)
+    if _SWAP:
+        arr.byteswap()
+    return arr.tobytes()
+
+
+def _unpacked(code: str, raw: bytes) -> array:
+    arr = array(code)
+    arr.frombytes(raw)
+    if _SWAP:
+        arr.byteswap()
+    return arr
+
+
+def encode_chunk(key: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int]) -> bytes:
+    """One byte of widths, then the n−1 docno gaps, the tfs (left out when all
+    are 1; ``None`` says so) and the lengths, each array in the narrowest width
+    that holds it; then the CRC-32 of the chunk's key and those bytes."""
+    gaps = list(map(sub, docnos[1:], docnos[:-1]))
+    top = max(gaps, default=0)
+    g = 0 if top < 1 << 8 else 1 if top < 1 << 16 else 2 if top < 1 << 32 else 3
+    ones = tfs is None or tfs.count(1) == len(tfs)
+    wide = max(lengths) > 255
+    head = bytes((g | (0 if ones else 4) | (8 if wide else 0),))
+    return sealed(key, head + _packed(_GAP_CODES[g], gaps) + (b"" if ones or tfs is None else bytes(tfs))
+                  + _packed("H" if wide else "B", lengths))
+
+
+def decode_chunk(key: bytes, raw: bytes) -> Chunk:
+    """The postings of the chunk stored under ``key``."""
+    raw = unsealed(key, raw, "a posting chunk")
+    code = raw[0] if raw else 255
+    if code > 15:
+        raise CorruptStoreError("a posting chunk has an unknown layout")
+    wg, wt, wl = 1 << (code & 3), (code >> 2) & 1, 2 if code & 8 else 1
+    n, rest = divmod(len(raw) - 1 + wg, wg + wt + wl)
+    if rest or n < 1:
+        raise CorruptStoreError("a posting chunk has the wrong length")
+    at = 1 + (n - 1) * wg
+    docnos = list(accumulate(_unpacked(_GAP_CODES[code & 3], raw[1:at]), initial=docno_of(key)))
+    tfs = raw[at:at + n] if wt else b"\x01" * n
+    return Chunk(docnos, tfs, _unpacked("H" if wl == 2 else "B", raw[at + n * wt:]))
+
+
+def chunk_count(raw: bytes) -> int:
+    """The number of postings in a chunk, from its length alone (the
+    checksum is checked when the chunk is decoded)."""
+    code = raw[0] if raw else 255
+    if code > 15:
+        raise CorruptStoreError("a posting chunk has an unknown layout")
+    wg = 1 << (code & 3)
+    return (len(raw) - 5 + wg) // (wg + ((code >> 2) & 1) + (2 if code & 8 else 1))
+
+
+def cut_list(prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int], cut: int,
+             bounds: set[int] | None = None) -> list[tuple[bytes, bytes]]:
+    """Sorted postings of one list cut into (key, encoded chunk): the first
+    posting always starts a chunk, as a list's first or a boundary does.
+    ``bounds``, when given, holds every boundary among ``docnos``."""
+    if bounds is None:
+        starts = [i for i, d in enumerate(docnos) if i and boundary(d, cut)]
+    else:
+        starts = sorted(i for i in map(partial(bisect_left, docnos), bounds.intersection(docnos)) if i)
+    out = []
+    for i, j in zip([0, *starts], [*starts, len(docnos)]):
+        key = prefix + docno_key(docnos[i])
+        out.append((key, encode_chunk(key, docnos[i:j], None if tfs is None else tfs[i:j], lengths[i:j])))
+    return out
+
+
+def merge_list(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int],
+               remove: set[int], cut: int, bounds: set[int] | None = None) -> None:
+    """Add (sorted) and remove postings of one list, rewriting only the chunks
+    they touch (``cur`` is a cursor on ``postings``).
+
+    The run rewritten starts at the chunk holding the smallest docno involved
+    (or the list's first chunk), one earlier when removing (a removed first
+    posting may join its chunk to the previous one), and ends with the chunk
+    holding the largest; the chunk after it starts at a boundary and stays.
+    """
+    low = min(docnos[0] if docnos else _MASK64, min(remove, default=_MASK64))
+    high = max(docnos[-1] if docnos else 0, max(remove, default=0))
+    _to_run_start(cur, prefix, prefix + docno_key(low), bool(remove))
+    run: dict[bytes, bytes] = {}
+    key = cur.key()
+    while key.startswith(prefix) and (not run or docno_of(key) <= high):
+        run[key] = cur.value()
+        if not cur.next():
+            break
+        key = cur.key()
+    if run:
+        docnos, tfs, lengths, bounds = _combined(run, docnos, tfs, lengths, remove, bounds)
+    new = dict(cut_list(prefix, docnos, tfs, lengths, cut, bounds)) if docnos else {}
+    for k in run.keys() - new.keys():
+        if cur.set_key(k):
+            cur.delete()
+    cur.putmulti(sorted(new.items()))
+
+
+def _combined(run: dict[bytes, bytes], docnos: list[int], tfs: list[int] | None, lengths: list[int],
+              remove: set[int], bounds: set[int] | None
+              ) -> tuple[list[int], list[int], list[int], set[int] | None]:
+    """The run's postings with ``docnos`` added and ``remove`` taken out, and
+    what is known of their boundaries (see :func:`cut_list`)."""
+    chunks = [decode_chunk(k, raw) for k, raw in run.items()]
+    if len(chunks) == 1 and not remove and docnos and docnos[0] > chunks[0].docnos[-1]:
+        # appending after the last chunk: its own postings hold no boundary but the first
+        old = chunks[0]
+        return (old.docnos + docnos, list(old.tfs) + (tfs or [1] * len(docnos)),
+                old.lengths.tolist() + lengths, bounds)
+    merged: dict[int, tuple[int, int]] = {}
+    for old_docnos, old_tfs, old_lengths in chunks:
+        merged.update(zip(old_docnos, zip(old_tfs, old_lengths)))
+    for d in remove:
+        merged.pop(d, None)
+    merged.update(zip(docnos, zip(tfs or repeat(1), lengths)))
+    docnos = sorted(merged)
+    return docnos, [merged[d][0] for d in docnos], [merged[d][1] for d in docnos], None
+
+
+def _to_run_start(cur, prefix: bytes, start: bytes, removing: bool) -> None:
+    """Put ``cur`` on the chunk holding ``start``'s docno — else on the list's
+    first chunk, else off the list — and one chunk earlier when ``removing``."""
+    found = cur.set_range(start)
+    if not (found and cur.key() == start):
+        back = cur.prev() if found else cur.last()
+        if not (back and cur.key().startswith(prefix)):
+            cur.set_range(start)
+            return
+    if removing:
+        here = cur.key()
+        if not (cur.prev() and cur.key().startswith(prefix)):
+            cur.set_key(here)

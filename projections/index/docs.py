@@ -1,0 +1,74 @@
+"""The ``docs`` table: docno → what filters and tie-breaks need of a message
+without decoding it.
+
+Value: id (16) + kind, tier, importance (1 byte each) + timestamp (8) +
+session id, sealed with a CRC-32 of key and value.  Written with the message,
+not merged.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from eventstore.errors import CorruptStoreError
+from eventstore.events import KINDS, TIERS, Message
+from eventstore.ids import to_bytes, to_str
+
+from .layout import DOCS, docno_key, sealed, unsealed
+
+_DOC = struct.Struct(">16sBBBQ")        # id, kind, tier, importance, timestamp (+ session)
+# Offsets of the filterable fields inside a ``docs`` value (see :func:`raw_doc`).
+DOC_KIND, DOC_TIER, DOC_IMPORTANCE, DOC_SESSION = 16, 17, 18, _DOC.size
+
+
+@dataclass(frozen=True)
+class Doc:
+    message_id: str
+    kind: str
+    tier: str
+    importance: int
+    timestamp: int
+    session_id: str
+
+
+def doc_value(key: bytes, msg: Message) -> bytes:
+    m = msg.metadata
+    return sealed(key, _DOC.pack(to_bytes(msg.message_id), KINDS.index(m.memory_kind),
+                                 TIERS.index(m.memory_tier), m.importance, msg.timestamp)
+                  + msg.session_id.encode("utf-8"))
+
+
+def put(tx, docno: int, msg: Message, new: bool) -> None:
+    """Write a document's row; ``new``: its docno is the greatest so far (appended)."""
+    key = docno_key(docno)
+    if new:
+        tx.put_last(DOCS, key, doc_value(key, msg))
+    else:
+        tx.txn.put(key, doc_value(key, msg), db=tx.db(DOCS))
+
+
+def delete(tx, docno: int) -> None:
+    tx.txn.delete(docno_key(docno), db=tx.db(DOCS))
+
+
+def raw_doc(tx, docno: int) -> bytes | None:
+    """The ``docs`` value (checksum checked and cut off), for filters that
+    compare a byte or two."""
+    key = docno_key(docno)
+    raw = tx.txn.get(key, db=tx.db(DOCS))
+    return None if raw is None else unsealed(key, raw, "a search document record")
+
+
+def doc(tx, docno: int) -> Doc | None:
+    raw = raw_doc(tx, docno)
+    if raw is None:
+        return None
+    if len(raw) < _DOC.size or raw[DOC_KIND] >= len(KINDS) or raw[DOC_TIER] >= len(TIERS):
+        raise CorruptStoreError("a search document record could not be decoded")
+    mid, kind, tier, imp, ts = _DOC.unpack_from(raw)
+    try:
+        session_id = raw[_DOC.size:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptStoreError("a search document record could not be decoded") from exc
+    return Doc(to_str(mid), KINDS[kind], TIERS[tier], imp, ts, session_id)

@@ -1,0 +1,183 @@
+"""Posting lists gathered in memory, and written into ``postings``,
+``exact`` and ``facets``.
+
+:class:`PostingLists` collects postings per list (field, term) in docno
+order — from records one at a time, or from a replay's gathered batches —
+and writes them: merged into the chunks already stored (:meth:`write`) or,
+into an empty ``postings``, appended chunk by chunk (:meth:`append`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from itertools import islice, repeat
+
+from .chunks import boundary, cut_list, merge_list
+from .gather import Gathered
+from .layout import EXACT, FACETS, FIELDS, POSTINGS, docno_key, list_prefix
+from .records import FieldEntry, Record, note_tfs
+
+
+class PostingLists:
+    """Postings gathered per list in docno order: per field, each term's
+    docnos, the field's length in each of those documents, and its tfs above 1."""
+
+    def __init__(self, cut: int) -> None:
+        self.cut = cut
+        self.docnos: list[defaultdict[str, list[int]]] = [defaultdict(list) for _ in FIELDS]
+        self.lengths: list[defaultdict[str, list[int]]] = [defaultdict(list) for _ in FIELDS]
+        self.tfs: list[dict[str, dict[int, int]]] = [{} for _ in FIELDS]
+        self.remove: list[dict[str, set[int]]] = [{} for _ in FIELDS]
+        self.bounds: set[int] = set()
+        self.batched = False
+        self.unsorted: set[tuple[int, str]] = set()     # lists a record was added to after batches
+
+    def add_batch(self, gathered: Gathered) -> None:
+        """Add what :func:`~.gather.gather` made of a batch (batches come in
+        docno order, before any single record)."""
+        self.batched = True
+        self.bounds.update(d for d in gathered.docnos if boundary(d, self.cut))
+        for f, batch in enumerate(gathered.fields):
+            mine, my_lengths, my_tfs = self.docnos[f], self.lengths[f], self.tfs[f]
+            flat, flat_lengths = iter(batch.flat), iter(batch.flat_lengths)
+            for term, n in zip(batch.terms, batch.sizes):
+                mine[term].extend(islice(flat, n))
+                my_lengths[term].extend(islice(flat_lengths, n))
+            for term, extra in batch.tfs.items():
+                if term in my_tfs:
+                    my_tfs[term].update(extra)
+                else:
+                    my_tfs[term] = extra
+
+    def exclude(self, docnos: set[int]) -> None:
+        """Take ``docnos`` out of every list (before any single record is
+        added).  They are mostly the newest (the pending ones), so each list
+        is searched from the first of them on."""
+        lowest = min(docnos)
+        for f in range(len(FIELDS)):
+            lengths_of = self.lengths[f]
+            for term, found in self.docnos[f].items():
+                at = bisect_left(found, lowest)
+                hits = docnos.intersection(found[at:]) if at < len(found) else None
+                if hits:
+                    lengths = lengths_of[term]
+                    for d in sorted(hits, reverse=True):
+                        i = bisect_left(found, d)
+                        del found[i], lengths[i]
+            for extra in self.tfs[f].values():
+                for d in docnos.intersection(extra):
+                    del extra[d]
+
+    def add(self, field: int, docno: int, entry: FieldEntry) -> None:
+        names = entry.terms
+        if not names:
+            return
+        if boundary(docno, self.cut):
+            self.bounds.add(docno)
+        lists, lengths, length = self.docnos[field], self.lengths[field], entry.length
+        for term in names:
+            lists[term].append(docno)
+            lengths[term].append(length)
+        if self.batched:        # a record after the batches may land inside a list
+            self.unsorted.update(zip(repeat(field), names))
+        note_tfs(self.tfs[field], docno, entry)
+
+    def drop(self, field: int, docno: int, entry: FieldEntry) -> None:
+        for term in entry.terms:
+            self.remove[field].setdefault(term, set()).add(docno)
+
+    def _each(self) -> Iterator[tuple[bytes, list[int], list[int] | None, list[int], set[int]]]:
+        """(key prefix, docnos, tfs, lengths, docnos to remove) of every list
+        touched, in key order (a term's code points sort as its UTF-8 bytes)."""
+        for field in range(len(FIELDS)):
+            lists, lengths_of, remove, tfs = (self.docnos[field], self.lengths[field], self.remove[field],
+                                              self.tfs[field])
+            for term in sorted(lists.keys() | remove.keys()):
+                docnos, lengths = lists.get(term, []), lengths_of.get(term, [])
+                if not docnos and term not in remove:
+                    continue                        # every posting was excluded
+                if (field, term) in self.unsorted:
+                    pairs = sorted(zip(docnos, lengths))
+                    docnos, lengths = [d for d, _ in pairs], [x for _, x in pairs]
+                extra = tfs.get(term)
+                yield (list_prefix(field, term), docnos,
+                       list(map(extra.get, docnos, repeat(1))) if extra else None,
+                       lengths, remove.get(term, set()))
+
+    def write(self, tx) -> None:
+        """Merge every list into the chunks stored."""
+        with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
+            for prefix, docnos, tfs, lengths, remove in self._each():
+                merge_list(cur, prefix, docnos, tfs, lengths, remove, self.cut, self.bounds)
+
+    def append(self, tx) -> None:
+        """Write the lists into an empty ``postings``: each cut into its chunks
+        at once, every chunk appended in key order (pages filled, no search)."""
+        items = []
+        for prefix, docnos, tfs, lengths, _ in self._each():
+            items.extend(cut_list(prefix, docnos, tfs, lengths, self.cut, self.bounds))
+        with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
+            _, added = cur.putmulti(items, append=True)
+        if added != len(items):
+            raise AssertionError("posting chunks were not appended in key order")
+
+
+def merge_records(tx, cut: int, records: list[tuple[int, Record]], lists: PostingLists | None = None,
+                  exact: list[tuple[bytes, bytes]] | None = None,
+                  facets: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Merge whole records (ascending docno) into postings, exact and facets,
+    with whatever ``lists``, ``exact`` and ``facets`` already hold."""
+    lists = lists or PostingLists(cut)
+    exact, facets = exact or [], facets or []
+    for docno, rec in records:
+        dk = docno_key(docno)
+        for f, entry in enumerate(rec.fields):
+            lists.add(f, docno, entry)
+            exact.extend((k, dk) for k in entry.exact)
+        facets.extend((k, dk) for k in rec.facets)
+    if tx.txn.stat(tx.db(POSTINGS))["entries"]:
+        lists.write(tx)
+    else:
+        lists.append(tx)
+    put_dups(tx, EXACT, exact, newest=True)
+    put_dups(tx, FACETS, facets, newest=True)
+
+
+def add_fields(tx, cut: int, docno: int, entries: dict[int, FieldEntry]) -> None:
+    """Put some fields of a merged document into postings and exact."""
+    lists = PostingLists(cut)
+    dk = docno_key(docno)
+    for f, entry in entries.items():
+        lists.add(f, docno, entry)
+        put_dups(tx, EXACT, [(k, dk) for k in entry.exact])
+    lists.write(tx)
+
+
+def remove_fields(tx, cut: int, docno: int, entries: dict[int, FieldEntry]) -> None:
+    """Take some fields of a merged document out of postings and exact."""
+    lists = PostingLists(cut)
+    dk = docno_key(docno)
+    for f, entry in entries.items():
+        lists.drop(f, docno, entry)
+        delete_dups(tx, EXACT, ((k, dk) for k in entry.exact))
+    lists.write(tx)
+
+
+def put_dups(tx, db: str, items: list[tuple[bytes, bytes]], newest: bool = False) -> None:
+    """Put (key, docno) pairs.  ``newest``: every docno is greater than any
+    already under its key (a merge's), so each goes at the end of its key's
+    duplicates (``MDB_APPENDDUP``: full pages left behind, not half-full ones);
+    should one not, the pairs are put again the ordinary way."""
+    if items:
+        items.sort()
+        with tx.txn.cursor(db=tx.db(db)) as cur:
+            if not newest or cur.putmulti(items, append=True)[1] != len(items):
+                cur.putmulti(items)
+
+
+def delete_dups(tx, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
+    handle = tx.db(db)
+    for k, v in items:
+        tx.txn.delete(k, v, db=handle)

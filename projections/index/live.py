@@ -1,0 +1,125 @@
+"""The term index's projector: a message indexed, re-indexed or taken out,
+within one write transaction.
+
+A written message's record goes to ``pending`` (one put instead of ~35
+postings scattered over the tree); the write that brings the number of
+pending records to ``merge_at`` merges them all into ``postings``, ``exact``
+and ``facets`` in its own transaction, so the cost of touching the tree is
+shared by ``merge_at`` writes.  When the merges happen depends on the
+sequence of index operations alone, never on how they were grouped into
+transactions.  In a replay (``bulk``) the same work is followed in memory by
+:class:`~.bulk.BulkReplay` and written at the end.
+"""
+
+from __future__ import annotations
+
+from eventstore.events import Message
+
+from . import docs
+from .bulk import BulkReplay
+from .config import IndexConfig
+from .layout import FACETS, FIELDS, PENDING, docno_key, docno_of
+from .lists import add_fields, delete_dups, merge_records, put_dups, remove_fields
+from .records import Record, count, entries_of, facet_keys, record_of, texts_of
+
+
+class IndexWork:
+    """The term index's part of one write transaction's state."""
+
+    def __init__(self, config: IndexConfig, bulk: bool) -> None:
+        self.config, self.bulk = config, bulk
+        self.deltas: dict[str, int] = {}        # field statistics to add at the flush
+        self.replay: BulkReplay | None = None
+
+    def _bulk(self, tx) -> BulkReplay | None:
+        if self.bulk and self.replay is None:
+            self.replay = BulkReplay(tx, self.config)
+        return self.replay
+
+    # ---------------------------------------------------------- operations
+    def index(self, tx, docno: int, msg: Message) -> None:
+        docs.put(tx, docno, msg, new=True)                 # docnos only grow
+        replay = self._bulk(tx)
+        if replay is not None:
+            replay.index(docno, msg)            # the record is built, and counted, later
+            return
+        rec = record_of(msg)
+        count(self.deltas, enumerate(rec.fields), +1)
+        handle = tx.db(PENDING)
+        tx.txn.put(docno_key(docno), rec.encode(), db=handle)
+        if tx.txn.stat(handle)["entries"] >= self.config.merge_at:
+            with tx.txn.cursor(db=handle) as cur:
+                records = [(docno_of(k), Record.decode(v)) for k, v in cur]
+            tx.txn.drop(handle, delete=False)
+            merge_records(tx, self.config.cut, records)
+
+    def unindex(self, tx, docno: int, msg: Message) -> None:
+        rec, pend = self._held(tx, docno)
+        if rec is not None:
+            self._store_held(tx, docno, None, pend)
+        else:
+            rec = record_of(msg)
+            remove_fields(tx, self.config.cut, docno, dict(enumerate(rec.fields)))
+            delete_dups(tx, FACETS, ((k, docno_key(docno)) for k in rec.facets))
+        docs.delete(tx, docno)
+        count(self.deltas, enumerate(rec.fields), -1)
+
+    def reindex(self, tx, docno: int, old: Message, new: Message, content_changed: bool) -> None:
+        """Move an updated message's index entries from ``old`` to ``new``, touching
+        only the fields that changed: the same bytes as unindex + index would leave
+        in the tree, without re-tokenizing an unchanged content."""
+        changed = [f for f, (was, now) in enumerate(zip(texts_of(old), texts_of(new)))
+                   if (f or content_changed) and was != now]
+        before, after = entries_of(old, changed), entries_of(new, changed)
+        count(self.deltas, before.items(), -1)
+        count(self.deltas, after.items(), +1)
+        docs.put(tx, docno, new, new=False)
+        new_facets = facet_keys(new)
+        rec, pend = self._held(tx, docno)
+        if rec is not None:
+            for f, entry in after.items():
+                rec.fields[f] = entry
+            rec.facets = new_facets
+            self._store_held(tx, docno, rec, pend)
+            return
+        remove_fields(tx, self.config.cut, docno, before)
+        add_fields(tx, self.config.cut, docno, after)
+        dk = docno_key(docno)
+        gone, came = set(facet_keys(old)), set(new_facets)
+        delete_dups(tx, FACETS, ((k, dk) for k in sorted(gone - came)))
+        put_dups(tx, FACETS, [(k, dk) for k in sorted(came - gone)])
+
+    # --------------------------------------------------- the transaction's end
+    def finish(self, tx) -> dict[str, int]:
+        """Write what a replay held; returns the field statistics to add."""
+        if self.replay is not None:
+            for k, v in self.replay.finish().items():
+                self.deltas[k] = self.deltas.get(k, 0) + v
+        out, self.deltas = self.deltas, {}
+        return out
+
+    def close(self) -> None:
+        """Stop what a replay started (its second process), committed or not."""
+        if self.replay is not None:
+            self.replay.stop()
+
+    # ------------------------------------------------------------- helpers
+    def _held(self, tx, docno: int) -> tuple[Record | None, bool]:
+        """(record, pending) of a document not merged into the tree yet, else (None, False)."""
+        replay = self._bulk(tx)
+        if replay is not None:
+            return replay.held(docno)
+        raw = tx.txn.get(docno_key(docno), db=tx.db(PENDING))
+        return (None, False) if raw is None else (Record.decode(raw), True)
+
+    def _store_held(self, tx, docno: int, rec: Record | None, pend: bool) -> None:
+        replay = self._bulk(tx)
+        if replay is not None:
+            replay.store_held(docno, rec, pend)
+        elif rec is None:
+            tx.txn.delete(docno_key(docno), db=tx.db(PENDING))
+        else:
+            tx.txn.put(docno_key(docno), rec.encode(), db=tx.db(PENDING))
+
+
+__all__ = ["FIELDS", "IndexWork"]

@@ -1,0 +1,190 @@
+"""Search records: what the index holds of one message, and the one place
+that says what the postings of a document are.
+
+A message's *record* has one :class:`FieldEntry` per field — the field's
+length in terms, its distinct terms with their frequencies, and the keys of
+its whole texts (for the whole-field match) — and the message's *facet keys*
+(its filter values).  :func:`field_entry` is the single definition of a
+field's postings: the live projector builds records with it, and the bulk
+replay gathers its batches with it (:mod:`.gather`), so the two cannot
+produce different bytes.
+
+A record is stored in ``pending`` (docno → CBOR) from its write until the
+next merge; search reads pending records as :class:`Pending` values.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from eventstore import codec
+from eventstore.errors import CorruptStoreError
+from eventstore.events import KINDS, TIERS, Message, Metadata
+
+from ..tokens import terms
+from .layout import FIELDS, PENDING, docno_of, exact_key
+
+MAX_TF, MAX_LENGTH = 255, 65535
+_STAT_KEYS = tuple((f"len_{name}", f"n_{name}") for name in FIELDS)
+
+
+class FieldEntry(NamedTuple):
+    """The postings of one field of one document."""
+
+    length: int                  # terms in the field (≤ MAX_LENGTH)
+    terms: tuple[str, ...]       # distinct terms, in order of first occurrence
+    tfs: bytes                   # each term's frequency (≤ MAX_TF)
+    exact: tuple[bytes, ...]     # whole-text keys: the field's texts (each tag on its own)
+
+    def postings(self) -> Iterator[tuple[str, int]]:
+        """(term, tf) of each distinct term."""
+        return zip(self.terms, self.tfs)
+
+
+EMPTY = FieldEntry(0, (), b"", ())
+
+
+@dataclass(slots=True)
+class Record:
+    """A message's search record: every field's entry and its facet keys."""
+
+    fields: list[FieldEntry]
+    facets: list[bytes]
+
+    def encode(self) -> bytes:
+        return codec.dumps([[e.length, "\x00".join(e.terms), e.tfs, list(e.exact)] for e in self.fields]
+                           + [self.facets])
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Record:
+        try:
+            *entries, facets = codec.loads(raw)
+            if len(entries) != len(FIELDS) or not all(len(e) == 4 for e in entries):
+                raise ValueError("wrong shape")
+            fields = []
+            for length, joined, tfs, exact in entries:
+                names = tuple(joined.split("\x00")) if joined else ()
+                if len(names) != len(tfs):
+                    raise ValueError("terms and tfs differ in number")
+                fields.append(FieldEntry(length, names, tfs, tuple(exact)))
+            return cls(fields, list(facets))
+        except Exception as exc:
+            raise CorruptStoreError("a pending search record could not be decoded") from exc
+
+
+def field_texts(content: str, summary: str | None, tags: Iterable[str]) -> tuple[list[str], ...]:
+    """The texts of each field: content, summary (if any), every tag."""
+    return [content], [summary] if summary else [], list(tags)
+
+
+def texts_of(msg: Message) -> tuple[list[str], ...]:
+    return field_texts(msg.content, msg.metadata.summary, msg.metadata.tags)
+
+
+def field_entry(field: int, texts: list[str]) -> FieldEntry:
+    """The postings of one field whose texts are ``texts``."""
+    if not texts:
+        return EMPTY
+    toks = terms(texts[0]) if len(texts) == 1 else [t for text in texts for t in terms(text)]
+    exact = tuple(exact_key(field, text) for text in dict.fromkeys(texts))
+    if not toks:
+        return FieldEntry(0, (), b"", exact)
+    counts = Counter(toks)                 # terms in order of first occurrence
+    tfs = counts.values()
+    return FieldEntry(min(len(toks), MAX_LENGTH), tuple(counts),
+                      bytes(tfs) if max(tfs) <= MAX_TF else bytes(min(n, MAX_TF) for n in tfs), exact)
+
+
+def note_tfs(tfs: dict[str, dict[int, int]], docno: int, entry: FieldEntry) -> None:
+    """Note the document's tfs above 1 (term → {docno: tf}); 1 is implied."""
+    if entry.tfs and max(entry.tfs) > 1:
+        for term, tf in entry.postings():
+            if tf > 1:
+                tfs.setdefault(term, {})[docno] = tf
+
+
+def facet_keys(msg: Message) -> list[bytes]:
+    """The facet keys of a message: ``s`` + session, ``k`` + kind, ``t`` +
+    tier, ``i`` + importance, ``g`` + each tag."""
+    m = msg.metadata
+    if m is codec.DEFAULT_METADATA:        # most messages, after decoding: keys kept per session
+        found = _DEFAULT_FACETS.get(msg.session_id)
+        if found is None:
+            if len(_DEFAULT_FACETS) >= 4096:
+                _DEFAULT_FACETS.clear()
+            found = _DEFAULT_FACETS[msg.session_id] = _facet_keys(msg.session_id, m)
+        return list(found)
+    return _facet_keys(msg.session_id, m)
+
+
+def _facet_keys(session_id: str, m: Metadata) -> list[bytes]:
+    return ([b"s" + session_id.encode("utf-8"), b"k" + bytes([KINDS.index(m.memory_kind)]),
+             b"t" + bytes([TIERS.index(m.memory_tier)]), b"i" + bytes([m.importance])]
+            + [b"g" + tag.encode("utf-8") for tag in dict.fromkeys(m.tags)])
+
+
+_DEFAULT_FACETS: dict[str, list[bytes]] = {}
+
+
+def record_of(msg: Message) -> Record:
+    texts = texts_of(msg)
+    return Record([field_entry(f, texts[f]) for f in range(len(FIELDS))], facet_keys(msg))
+
+
+def entries_of(msg: Message, fields: Iterable[int]) -> dict[int, FieldEntry]:
+    """The entries of some fields of a message."""
+    texts = texts_of(msg)
+    return {f: field_entry(f, texts[f]) for f in fields}
+
+
+def count(deltas: dict[str, int], entries: Iterable[tuple[int, FieldEntry]], sign: int) -> None:
+    """Add (``sign`` +1) or take out (−1) the field statistics of ``entries``
+    ((field, entry) pairs): each field's total length and document count."""
+    for f, entry in entries:
+        length, n = _STAT_KEYS[f]
+        deltas[length] = deltas.get(length, 0) + sign * entry.length
+        deltas[n] = deltas.get(n, 0) + (sign if entry.exact else 0)
+
+
+def count_lengths(deltas: dict[str, int], field: int, lengths: Iterable[int], keys: Iterable) -> None:
+    """Add the statistics of documents given as their lengths and whole-text keys."""
+    length, n = _STAT_KEYS[field]
+    deltas[length] = deltas.get(length, 0) + sum(lengths)
+    deltas[n] = deltas.get(n, 0) + sum(map(bool, keys))
+
+
+# ------------------------------------------------------------------ reading
+@dataclass
+class Pending:
+    """A pending record as search reads it."""
+
+    docno: int
+    lengths: tuple[int, ...]
+    tfs: tuple[dict[str, int], ...]
+    exact: frozenset[bytes]
+    facets: frozenset[bytes]
+
+
+_PARSED: dict[bytes, Pending] = {}
+_PARSED_MAX = 1024
+
+
+def pending(tx) -> list[Pending]:
+    """Every pending record (parsed ones are cached by their bytes)."""
+    out = []
+    with tx.txn.cursor(db=tx.db(PENDING)) as cur:
+        for k, raw in cur:
+            found = _PARSED.get(raw)
+            if found is None or found.docno != docno_of(k):
+                rec = Record.decode(raw)
+                found = Pending(docno_of(k), tuple(e.length for e in rec.fields),
+                                tuple(dict(e.postings()) for e in rec.fields),
+                                frozenset(x for e in rec.fields for x in e.exact), frozenset(rec.facets))
+                if len(_PARSED) >= _PARSED_MAX:
+                    _PARSED.clear()
+                _PARSED[raw] = found
+            out.append(found)
+    return out

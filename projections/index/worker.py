@@ -1,0 +1,240 @@
+"""The replay's second process: written messages gathered while the replay goes on.
+
+:class:`Builder` hands written messages over ``build_batch`` at a time to a
+fresh interpreter (``python -c``, not a fork and not ``multiprocessing``,
+whose children import the parent's ``__main__``: it inherits no LMDB
+environment, no lock, no state) running :func:`serve`, which answers each
+batch with what :func:`~.gather.gather` makes of it, a length-prefixed
+pickle, in the same order.  The batches are added to one
+:class:`~.lists.PostingLists` as they come back, in docno order.
+
+When the second process has more than ``backlog`` batches waiting, the
+replay gathers the next batch itself, so that neither process waits long
+for the other.  Two threads move the bytes (the pipes would otherwise make
+either process wait for the other).  What a batch gathers is a function of
+its messages alone, so where it was gathered changes no byte, and a failure
+of the second process (none started, one that died or hangs, garbage or
+short output) only means gathering here: a frame that is too long or cut
+ends the reading and the process, and the end of a replay waits at most
+``join_wait`` seconds for it.  The process is handed a fingerprint of the
+code this process loaded (:data:`FINGERPRINT`) and does nothing if the code
+it loads from disk differs (an upgrade under a running server).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+import unicodedata
+import weakref
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator
+from typing import IO
+
+import Stemmer
+
+from eventstore.events import Message
+
+from .. import tokens
+from .config import IndexConfig
+from .gather import Gathered, gather, items_of
+from .lists import PostingLists
+
+# A batch done: its messages, and per field each document's length and whole-text keys.
+Done = tuple[list[tuple[int, Message]], list[int], list[tuple[array, list[tuple[bytes, ...]]]]]
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SOURCES = ("records.py", "gather.py", "layout.py")
+
+
+def _source_fingerprint() -> str:
+    """A hash of the code that decides what :func:`gather` makes (the records,
+    gather and layout modules, the tokenizer, the Unicode tables and the
+    stemmer), as loaded."""
+    h = hashlib.blake2b(digest_size=12)
+    for path in (*(os.path.join(_HERE, name) for name in _SOURCES), tokens.__file__):
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+    h.update(f"{unicodedata.unidata_version} {Stemmer.version()} {sys.version}".encode())
+    return h.hexdigest()
+
+
+FINGERPRINT = _source_fingerprint()
+
+
+def serve() -> None:
+    """The second process: reads batches of (docno, content, summary, tags)
+    from stdin and writes what :func:`gather` makes of each to stdout, each a
+    length-prefixed pickle."""
+    if sys.argv[1:] != [FINGERPRINT]:
+        return              # other code on disk than the replay's: it gathers every batch itself
+    src, out = sys.stdin.buffer, sys.stdout.buffer
+    try:
+        while head := src.read(4):
+            data = pickle.dumps(gather(pickle.loads(src.read(int.from_bytes(head, "big")))), 5)
+            out.write(len(data).to_bytes(4, "big") + data)
+            out.flush()
+    except (BrokenPipeError, EOFError, pickle.UnpicklingError):
+        pass                # the replay went away (or was killed): nobody waits for more
+
+
+class Builder:
+    """The written messages' batches of one replay, gathered (mostly in the
+    second process) and added to one :class:`PostingLists` in docno order."""
+
+    def __init__(self, config: IndexConfig) -> None:
+        self.config = config
+        self.batches: list[list[tuple[int, Message]]] = [[]]
+        self.here: dict[int, Gathered] = {}  # batch index → gathered here (not sent)
+        self.sent: list[int] = []            # indexes of the batches sent, in order
+        self.proc: subprocess.Popen | None = None
+        self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.frames: list[bytes] = []
+        self.threads: list[threading.Thread] = []
+        self.added = PostingLists(config.cut)
+        self.done: list[Done] = []
+
+    def add(self, docno: int, msg: Message) -> None:
+        batch = self.batches[-1]
+        batch.append((docno, msg))
+        if len(batch) >= self.config.build_batch:
+            if len(self.batches) == 1 and self._second_process():
+                self._start()
+            items = items_of(batch)
+            if self.proc is not None and len(self.sent) - len(self.frames) <= self.config.backlog:
+                data = pickle.dumps(items, 5)
+                self.outbox.put(len(data).to_bytes(4, "big") + data)
+                self.sent.append(len(self.batches) - 1)
+            else:
+                self.here[len(self.batches) - 1] = gather(items)
+            self.batches.append([])
+            self._take(waiting=False)
+
+    def _second_process(self) -> bool:
+        wanted = self.config.second_process
+        return cpus() > 1 if wanted is None else wanted
+
+    def _take(self, waiting: bool) -> None:
+        """Add the batches that are back (all of them if ``waiting``), in order."""
+        while len(self.done) < len(self.batches) - 1:
+            i = len(self.done)
+            gathered: object = self.here.pop(i, None)
+            k = bisect_left(self.sent, i)
+            if gathered is None and k < len(self.sent) and self.sent[k] == i:
+                if k < len(self.frames):
+                    gathered = loaded(self.frames[k])
+                    self.frames[k] = b""           # its memory back
+                elif not waiting:
+                    return                         # not back yet
+            batch = self.batches[i]
+            if not (isinstance(gathered, Gathered) and gathered.fits(batch)):
+                gathered = gather(items_of(batch))
+            self.added.add_batch(gathered)
+            self.done.append((batch, gathered.docnos,
+                              [(f.lengths, f.exact) for f in gathered.fields]))
+
+    def _start(self) -> None:
+        if not sys.executable:
+            return
+        root = os.path.dirname(os.path.dirname(_HERE))
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "from projections.index.worker import serve; serve()", FINGERPRINT],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root)
+        except (OSError, ValueError, TypeError):
+            return
+        weakref.finalize(self, _stop, self.proc, self.outbox)
+        self.threads = [threading.Thread(target=_feed, args=(self.outbox, self.proc.stdin), daemon=True),
+                        threading.Thread(target=_drain, args=(self.proc, self.frames, self.config.frame_max),
+                                         daemon=True)]
+        for thread in self.threads:
+            thread.start()
+
+    def stop(self) -> None:
+        """Stop the second process, if one runs (what it did not answer is lost)."""
+        if self.proc is not None:
+            _stop(self.proc, self.outbox)
+            for thread in self.threads:
+                thread.join()
+            self.proc = None
+
+    def lists(self) -> tuple[PostingLists, list[Done]]:
+        """Every batch added (the last, short one gathered here): the lists,
+        and each batch with its docnos and per-field lengths and whole-text
+        keys.  The builder starts over."""
+        if self.proc is not None:
+            self.outbox.put(None)                     # the process ends after the last batch
+            self.threads[1].join(self.config.join_wait)   # its answers are all read when it has ended
+            self.stop()
+        if self.batches[-1]:
+            self.batches.append([])
+        self._take(waiting=True)
+        out = self.added, self.done
+        self.__init__(self.config)  # type: ignore[misc]
+        return out
+
+
+def _feed(outbox: queue.SimpleQueue, pipe: IO[bytes]) -> None:
+    """Write the frames put in ``outbox`` to ``pipe`` until ``None``; then close it."""
+    try:
+        for data in iter(outbox.get, None):
+            pipe.write(data)
+            pipe.flush()
+        pipe.close()
+    except (OSError, ValueError):        # the process is gone: what it missed is built here
+        pass
+
+
+def _drain(proc: subprocess.Popen, frames: list[bytes], frame_max: int) -> None:
+    """Read length-prefixed frames off the process's stdout until it ends;
+    a frame too long or cut, or any failure, stops the process (so that
+    nothing waits on it) and the reading."""
+    try:
+        for data in _frames(proc.stdout, frame_max):
+            frames.append(data)
+        else:
+            return
+    except Exception:
+        pass
+    proc.kill()
+
+
+def _frames(pipe: IO[bytes] | None, frame_max: int) -> Iterator[bytes]:
+    """Frames until the pipe ends; raises on a frame too long or cut."""
+    if pipe is None:
+        raise ValueError("no pipe")
+    while len(head := pipe.read(4)) == 4:
+        n = int.from_bytes(head, "big")
+        if n > frame_max or len(data := pipe.read(n)) != n:
+            raise ValueError("a frame too long or cut")
+        yield data
+
+
+def loaded(frame: bytes) -> object:
+    """A frame unpickled, or None when it cannot be."""
+    try:
+        return pickle.loads(frame)
+    except Exception:
+        return None
+
+
+def _stop(proc: subprocess.Popen, outbox: queue.SimpleQueue) -> None:
+    outbox.put(None)
+    proc.kill()
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            if pipe is not None:
+                pipe.close()
+        except (OSError, ValueError):
+            pass
+
+
+def cpus() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
