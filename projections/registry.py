@@ -36,7 +36,7 @@ from . import history, messages, relations, sessions, stats
 from . import index as term_index
 from .index import IndexConfig, IndexWork
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 @lru_cache(maxsize=4096)

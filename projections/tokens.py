@@ -10,9 +10,13 @@ each chunk gives terms:
   "painting" finds "painted" and "Caroline's" finds "Caroline".
 * **identifiers** — words joined by ``. _ - / : \\ @ + #`` or written in
   CamelCase (``ERR_CONN_RESET``, ``snake_case``, ``getUserName``,
-  ``os.path.join``, ``/usr/lib/x.so``, ``3.11.7``): one *whole* term (unstemmed)
-  plus every *part* (stemmed), so the whole form and each part are findable and
-  a whole match outranks a match of its parts.  A plain hyphenated word
+  ``os.path.join``, ``/usr/lib/x.so``, ``3.11.7``): one *whole* term plus every
+  *part*, so the whole form and each part are findable and a whole match
+  outranks a match of its parts.  Wholes and parts are stemmed when they are
+  all letters (``getUserProfile`` = the word ``getuserprofile``: index and
+  query agree however it is typed); a CamelCase word inside a longer
+  identifier is also a whole of its own (``obj.getUserProfile`` gives
+  ``getuserprofil``).  A plain hyphenated word
   (``de-stress``, ``e-mail``) has the joined stem as its whole term, so it
   meets its closed spelling (``destress``, ``email``).
 * **unsegmented scripts** (Japanese, Chinese, Thai, Korean, …) — no dictionary:
@@ -47,6 +51,9 @@ from functools import lru_cache
 
 import Stemmer
 
+# Bump when the terms a text gives change: the index fingerprint holds it, and a
+# store indexed by another version is rebuilt when it is opened.
+VERSION = 2
 MAX_TERM_BYTES = 160
 GRAM_WEIGHT = 0.5
 PART_WEIGHT = 0.5
@@ -72,7 +79,8 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _HYPHENATED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
 _KATAKANA_LONG = re.compile(r"(?<=[\u30a1-\u30fa\u30fc-\u30ff]{3})ー(?![\u30a1-\u30fa\u30fc-\u30ff])")
 _STEMMABLE = re.compile(r"[a-z']+")
-_TRANSLATE = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "・": None})
+_TRANSLATE = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+_MIDDLE_DOT = re.compile(r"(?<=[\u30a1-\u30fa\u30fc-\u30ff])・(?=[\u30a1-\u30fa\u30fc-\u30ff])")
 _LOCAL = threading.local()              # PyStemmer objects are not thread-safe
 _PIECE_TERMS: dict[str, tuple[str, ...]] = {}   # whitespace-free piece -> its terms
 _CACHED_PIECES = 16384                  # (a few MB) the cache is dropped whole when full
@@ -133,10 +141,13 @@ def _parts(chunk: str) -> list[str]:
 
 
 def _whole(chunk: str) -> str:
+    """An identifier (or a part of one) as one term: folded and, when it is all
+    letters, stemmed — so that ``getUserProfile`` and the plain word
+    ``getuserprofile`` give the same term, as query and as text."""
     folded = chunk.casefold()
     if _HYPHENATED.fullmatch(chunk):
         return _stem(folded.replace("-", ""))
-    return bounded(folded)
+    return _stem(folded)
 
 
 def _word(chunk: str) -> Iterator[tuple[str, str]]:
@@ -146,12 +157,25 @@ def _word(chunk: str) -> Iterator[tuple[str, str]]:
         folded = chunk.casefold()
         yield _stem(folded), STOP if folded in STOPWORDS else WORD
         return
-    yield _whole(chunk), WHOLE
-    segments = [seg for seg in _COARSE.split(chunk) if seg]
-    if len(segments) > 1:
-        yield from ((_whole(seg), PART) for seg in segments if len(_parts(seg)) > 1)
+    whole = _whole(chunk)
+    yield whole, WHOLE
+    inner = dict.fromkeys(_whole(seg) for seg in _inner_wholes(chunk))
+    inner.pop(whole, None)
+    yield from ((term, PART) for term in inner)
     for part in parts:
         yield _stem(part.casefold()), PART
+
+
+def _inner_wholes(chunk: str) -> Iterator[str]:
+    """The pieces of an identifier that are identifiers themselves: each
+    path, URL or namespace segment, and each CamelCase word between
+    separators (``getUserProfile`` in ``obj.getUserProfile``)."""
+    segments = [seg for seg in _COARSE.split(chunk) if seg]
+    if len(segments) > 1:
+        yield from (seg for seg in segments if len(_parts(seg)) > 1)
+    pieces = [piece for piece in _SEPARATORS.split(chunk) if piece]
+    if len(pieces) > 1:
+        yield from (piece for piece in pieces if len(_parts(piece)) > 1)
 
 
 def _run(chunk: str) -> Iterator[tuple[str, str]]:
@@ -167,7 +191,11 @@ def _run(chunk: str) -> Iterator[tuple[str, str]]:
 
 def _normalized(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
-    return text if text.isascii() else text.translate(_TRANSLATE)   # it only maps non-ASCII
+    if text.isascii():
+        return text                     # what follows only maps non-ASCII
+    if "・" in text:                    # dropped between katakana words; elsewhere it separates
+        text = _MIDDLE_DOT.sub("", text)
+    return text.translate(_TRANSLATE)
 
 
 def _chunks(text: str) -> Iterator[tuple[str, bool]]:

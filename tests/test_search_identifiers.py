@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+import re
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
 from eventstore.events import Metadata
 from projections.search import Filters
 from server.service import MemoryService
@@ -82,3 +88,44 @@ def test_a_hyphenated_word_finds_its_closed_spelling(service):
     b = write(service, "painting is how I destress")
     assert set(ids(service, "destress")) == {a, b}
     assert set(ids(service, "de-stress")) == {a, b}
+
+
+def test_an_identifier_typed_in_lower_case_finds_it_written_in_camel_case(service):
+    a = write(service, "call getUserProfile() before rendering")
+    b = write(service, "see obj.getUserProfile for the cache")
+    assert set(ids(service, "getuserprofile")) == {a, b}
+    assert set(ids(service, "GETUSERPROFILE")) == {a, b}
+
+
+# Text made of code-ish and natural pieces: ASCII words and identifiers, accented
+# Latin, Japanese, separators, brackets and apostrophes.
+_PIECES = st.sampled_from(["get", "User", "Profile", "HTTP", "server", "ERR", "conn", "x", "2", "3.11",
+                           "café", "Straße", "naïve", "東京", "カタカナ", "ひらがな", "サーバー", "第20回",
+                           "deploy", "painting", "Caroline", "ies", "e"])
+_JOINERS = st.sampled_from(["", "", "", " ", " ", ".", "_", "-", "/", ":", "@", "#", "+", "\\", "'", "(",
+                            ")", "()", ", ", "・", "ー", "\n"])
+TEXTS = st.lists(st.tuples(_PIECES, _JOINERS), min_size=1, max_size=12).map(
+    lambda parts: "".join(p + j for p, j in parts))
+# What a user selects and copies as one word: letters and digits, with inner apostrophes.
+_WORDLIKE = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
+
+
+def _ascii_case(token: str, upper: bool) -> str:
+    return "".join((c.upper() if upper else c.lower()) if c.isascii() else c for c in token)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=TEXTS, data=st.data())
+def test_any_word_copied_out_of_a_message_finds_it_in_any_letter_case(service, text, data):
+    tokens = _WORDLIKE.findall(text)
+    assume(tokens)
+    token = data.draw(st.sampled_from(tokens))
+    case = data.draw(st.sampled_from(["as written", "lower", "upper"]))
+    query = token if case == "as written" else _ascii_case(token, case == "upper")
+    session = f"copy-{next(_SESSIONS)}"
+    mid = service.write_message(session, "user", text, Metadata())["message"]["message_id"]
+    found = [r["message_id"] for r in service.search(query, Filters(session_id=session), 0, 10)["results"]]
+    assert found == [mid]
+
+
+_SESSIONS = itertools.count()

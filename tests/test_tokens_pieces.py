@@ -4,7 +4,6 @@ exactly what the whole-text scan gave (kept below, as it was), for any text."""
 from __future__ import annotations
 
 import sys
-import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,7 +12,6 @@ from projections import tokens
 from projections.tokens import (
     _CHUNK,
     _QUERY_WEIGHT,
-    _TRANSLATE,
     CHAR,
     STOP,
     UNIGRAM,
@@ -28,7 +26,7 @@ from projections.tokens import (
 
 # ----------------------------------------------- the implementation before the cache
 def reference_chunks(text: str):
-    text = unicodedata.normalize("NFKC", text).translate(_TRANSLATE)
+    text = tokens._normalized(text)            # NFKC, apostrophes, katakana middle dots
     for m in _CHUNK.finditer(text):
         yield m.group(), m.lastgroup == "run"
 
