@@ -1,8 +1,10 @@
-"""Shared fixtures: real LMDB stores in temp directories, always closed."""
+"""Shared fixtures: real LMDB stores in temp directories, always closed, and an
+MCP client connected in memory to a server on one (helpers are in helpers.py)."""
 
 from __future__ import annotations
 
 import pytest
+from helpers import connect
 
 from server.service import MemoryService
 
@@ -36,3 +38,10 @@ def svc(store_path):
         yield service
     finally:
         service.close()
+
+
+@pytest.fixture
+async def mcp(store_path):
+    """A :class:`helpers.Mcp` client connected in memory to a fresh server on ``store_path``."""
+    async with connect(store_path) as m:
+        yield m

@@ -1,7 +1,7 @@
-"""Hypothesis strategies for messages and metadata, and small shared test helpers.
-
-Also home of the settable clock and the ``open_service``/``write`` helpers the
-store and projection tests use (fixtures stay in the test modules).
+"""Hypothesis strategies for messages and metadata, and the small service
+helpers the store and projection tests use: ``open_service`` (reproducible
+clock and ids), ``write`` and ``v1_event_bytes``.  The clock is
+:class:`helpers.Clock`; fixtures are in conftest.py.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import random
 import zlib
 
 import cbor2
+from helpers import Clock
 from hypothesis import strategies as st
 
 from eventstore import codec
@@ -19,20 +20,9 @@ from server.service import MemoryService
 
 
 # ----------------------------------------------------------------- helpers
-class Clock:
-    """A millisecond clock that moves by ``step`` on every reading and can be set."""
-
-    def __init__(self, now: int = 1_720_843_200_000, step: int = 1) -> None:
-        self.now, self.step = now, step
-
-    def __call__(self) -> int:
-        self.now += self.step
-        return self.now
-
-
 def open_service(path: str, clock: Clock | None = None, seed: int = 1, **options) -> MemoryService:
-    """A service whose clock and id randomness are reproducible."""
-    return MemoryService(path, clock=clock or Clock(), rng=random.Random(seed), **options)
+    """A service whose clock (1 ms a reading, unless given) and id randomness are reproducible."""
+    return MemoryService(path, clock=clock or Clock(step=1), rng=random.Random(seed), **options)
 
 
 def write(service: MemoryService, content: str, session: str = "s", role: str = "user", **meta) -> str:

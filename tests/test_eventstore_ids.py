@@ -5,21 +5,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from helpers import Clock
 from ulid import ULID
 
 from eventstore import ids
 from eventstore.events import Metadata
 from server.service import MemoryService
-
-
-class Clock:
-    """A settable millisecond clock."""
-
-    def __init__(self, now: int = 1_720_843_200_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def _write(svc: MemoryService, text: str = "hello") -> str:

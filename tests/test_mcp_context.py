@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_mcp_tools import RANGE_KEYS, assert_message, mcp, nothing_changes  # noqa: F401
+from helpers import RANGE_KEYS, assert_message, nothing_changes
 
 pytestmark = pytest.mark.anyio
 

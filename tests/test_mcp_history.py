@@ -6,19 +6,9 @@ import base64
 import contextlib
 
 import pytest
-from test_mcp_tools import KINDS, SESSION_KEYS, assert_message, connect, mcp, nothing_changes  # noqa: F401
+from helpers import KINDS, SESSION_KEYS, Clock, assert_message, connect, nothing_changes
 
 pytestmark = pytest.mark.anyio
-
-
-class Clock:
-    """A settable millisecond clock for the store."""
-
-    def __init__(self, now: int = 1_720_843_200_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @contextlib.asynccontextmanager

@@ -7,8 +7,7 @@ import json
 import os
 
 import pytest
-from test_mcp_history import Clock
-from test_mcp_tools import connect, mcp, nothing_changes, parse  # noqa: F401
+from helpers import Clock, connect, nothing_changes, parse
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_mcp_tools import MESSAGE_KEYS, RESULT_KEYS, assert_message, mcp, nothing_changes  # noqa: F401
+from helpers import MESSAGE_KEYS, RESULT_KEYS, assert_message, nothing_changes
 
 pytestmark = pytest.mark.anyio
 

@@ -8,24 +8,18 @@ initialize handshake.
 from __future__ import annotations
 
 import json
-import os
 import queue
-import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-from mcp import Client, StdioServerParameters
-from test_mcp_tools import Mcp, parse
+from helpers import Mcp, parse
 
-REPO = str(Path(__file__).resolve().parent.parent)
+from tools import _proc
+from tools.mcp_client import connect, serve_command, server_parameters
+
 TIMEOUT = 60
-
-
-def serve_command(store: str) -> list[str]:
-    return [sys.executable, "-m", "server.cli", "serve", "--store", store]
 
 
 class RawServer:
@@ -33,8 +27,8 @@ class RawServer:
 
     def __init__(self, store: str, stderr_path: Path) -> None:
         self.stderr = open(stderr_path, "wb")
-        self.proc = subprocess.Popen(serve_command(store), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, cwd=REPO)
+        self.proc = _proc.start(serve_command(store, log_level=None), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=self.stderr)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.seen: list[bytes] = []
         self.next_id = 0
@@ -93,8 +87,7 @@ class RawServer:
         return self.seen
 
     def kill(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=TIMEOUT)
+        _proc.kill(self.proc, timeout=TIMEOUT)
         self._close()
 
     def _close(self) -> None:
@@ -143,8 +136,7 @@ async def test_an_acknowledged_write_survives_sigkill_and_the_legacy_handshake_r
         updated = server.call("update_message", {"message_id": acked[0]["message_id"], "content": "changed"})[1]
     finally:
         server.kill()
-    params = StdioServerParameters(command=sys.executable, args=serve_command(store_path)[1:], cwd=REPO)
-    async with Client(params, mode="legacy") as client:
+    async with connect(server_parameters(store_path), mode="legacy") as client:
         assert client.protocol_version == "2025-11-25"
         m = Mcp(client)
         history = (await m.read(session_id="s"))["history"]
@@ -156,11 +148,11 @@ async def test_an_acknowledged_write_survives_sigkill_and_the_legacy_handshake_r
 
 @pytest.mark.anyio
 async def test_two_processes_share_one_store_and_rebuild_is_busy_while_both_are_attached(store_path):
-    params = StdioServerParameters(command=sys.executable, args=serve_command(store_path)[1:], cwd=REPO)
-    async with Client(params) as first:
+    params = server_parameters(store_path)
+    async with connect(params, mode="auto") as first:
         a = Mcp(first)
         mine = await a.write("written by the first process", session="shared")
-        async with Client(params) as second:
+        async with connect(params, mode="auto") as second:
             b = Mcp(second)
             assert (await b.read(session_id="shared"))["history"] == [mine]
             theirs = await b.write("written by the second process", session="shared")

@@ -1,142 +1,14 @@
-"""The seven tools through a real MCP client (the SDK's in-memory ``Client``).
-
-This module also holds the small client helpers the other ``test_mcp_*``
-modules import: :class:`Mcp` wraps a connected client, parses the one
-``TextContent`` of every result and checks the error envelope.
-"""
+"""The seven tools through a real MCP client (the SDK's in-memory ``Client``;
+the ``mcp`` fixture and the helpers are in conftest.py and helpers.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
-from typing import Any
 
 import pytest
-from mcp import Client
-
-from server.app import build_server
+from helpers import ESTIMATE_KEYS, HEALTH_KEYS, IO_KEYS, assert_message, connect, parse
 
 pytestmark = pytest.mark.anyio
-
-ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
-MESSAGE_KEYS = {"message_id", "session_id", "timestamp", "role", "content", "revision",
-                "updated_at", "metadata"}
-METADATA_KEYS = {"tags", "memory_tier", "memory_kind", "importance", "relations",
-                 "source_message_ids"}
-RESULT_KEYS = MESSAGE_KEYS | {"score", "score_breakdown", "matched_fields", "relation_count"}
-RANGE_KEYS = {"message_id", "revision", "total_bytes", "content_offset", "next_content_offset",
-              "complete", "content"}
-SESSION_KEYS = {"session_id", "message_count", "kind_counts", "representative_summary",
-                "started_at", "last_message_at"}
-KINDS = ("conversation", "episode", "semantic", "procedure", "preference", "summary")
-HEALTH_KEYS = {"status", "format_version", "log_size", "snapshot_size", "active_messages",
-               "session_count", "deleted_messages", "last_sequence", "update_records",
-               "dead_bytes", "memory_estimate", "io", "recovered_tail", "snapshot_valid",
-               "last_error"}
-ESTIMATE_KEYS = {"total_bytes", "store_entries_bytes", "body_bytes", "metadata_bytes",
-                 "search_index_bytes", "history_index_bytes", "relation_index_bytes"}
-IO_KEYS = {"write_bytes", "write_calls", "flush_calls", "truncate_calls", "replace_calls"}
-
-
-def parse(result) -> dict:
-    """The JSON body of a tool result: exactly one TextContent holding a JSON object."""
-    assert len(result.content) == 1
-    assert result.content[0].type == "text"
-    body = json.loads(result.content[0].text)
-    assert isinstance(body, dict)
-    return body
-
-
-def assert_message(m: dict, *, summary: bool = False, tool_call_id: bool = False) -> None:
-    assert set(m) == MESSAGE_KEYS
-    assert ULID.fullmatch(m["message_id"])
-    expected = set(METADATA_KEYS)
-    if summary:
-        expected.add("summary")
-    if tool_call_id:
-        expected.add("tool_call_id")
-    assert set(m["metadata"]) == expected
-    for r in m["metadata"]["relations"]:
-        assert set(r) == {"type", "message_id"}
-
-
-class Mcp:
-    """A connected MCP client with helpers that parse and check tool results."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-
-    async def call(self, name: str, arguments: dict | None = None):
-        return await self.client.call_tool(name, arguments)
-
-    async def ok(self, name: str, **arguments: Any) -> dict:
-        result = await self.call(name, arguments)
-        body = parse(result)
-        assert not result.is_error, body
-        assert body["status"] == "OK", body
-        return body
-
-    async def fail(self, name: str, arguments: dict | None = None,
-                   code: str = "VALIDATION_ERROR") -> str:
-        """Call a tool that must answer with an application error; return its message."""
-        result = await self.call(name, arguments)
-        body = parse(result)
-        assert result.is_error is True, body
-        assert set(body) == {"status", "error"}
-        assert body["status"] == "ERROR"
-        assert set(body["error"]) == {"code", "message"}
-        assert body["error"]["code"] == code, body
-        assert isinstance(body["error"]["message"], str) and body["error"]["message"]
-        return body["error"]["message"]
-
-    async def write(self, content: str = "hello", session: str = "s", role: str = "user",
-                    **metadata: Any) -> dict:
-        args = {"session_id": session, "role": role, "content": content}
-        if metadata:
-            args["metadata_json"] = json.dumps(metadata)
-        return (await self.ok("write_message", **args))["message"]
-
-    async def update(self, message_id: str, content: str | None = None, **metadata: Any) -> dict:
-        args: dict[str, Any] = {"message_id": message_id}
-        if content is not None:
-            args["content"] = content
-        if metadata or content is None:
-            args["metadata_json"] = json.dumps(metadata)
-        return await self.ok("update_message", **args)
-
-    async def read(self, **arguments: Any) -> dict:
-        return await self.ok("read_messages", **arguments)
-
-    async def search(self, query: str, **arguments: Any) -> list[dict]:
-        return (await self.ok("search_messages", query=query, **arguments))["results"]
-
-    async def health(self) -> dict:
-        return await self.ok("get_system_health")
-
-    async def history_ids(self, session: str = "s") -> list[str]:
-        return [m["message_id"] for m in (await self.read(session_id=session, limit=1000))["history"]]
-
-
-@contextlib.asynccontextmanager
-async def connect(store_path: str, *, mode: str = "auto", **service_options: Any):
-    """A client connected in memory to a fresh server on ``store_path``."""
-    async with Client(build_server(store_path, **service_options), mode=mode) as client:
-        yield Mcp(client)
-
-
-@pytest.fixture
-async def mcp(store_path):
-    async with connect(store_path) as m:
-        yield m
-
-
-@contextlib.asynccontextmanager
-async def nothing_changes(m: Mcp):
-    """Assert that what runs inside changes no persisted state, counters included."""
-    before = await m.health()
-    yield
-    assert await m.health() == before
 
 
 # ------------------------------------------------------------------ tools/list

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_mcp_tools import connect, mcp, nothing_changes  # noqa: F401  (mcp is a fixture)
+from helpers import connect, nothing_changes
 
 pytestmark = pytest.mark.anyio
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from strategies import Clock, open_service, write
+from helpers import Clock
+from strategies import open_service, write
 
 from eventstore.events import KINDS
 from projections import sessions

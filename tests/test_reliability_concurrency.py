@@ -11,17 +11,12 @@ SIGKILL while holding read transactions must not leave the LMDB reader table
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
-import sys
-from pathlib import Path
 
 from eventstore.events import Metadata
 from server.service import MemoryService
-from tools import concurrency
+from tools import _proc, concurrency
 
-REPO = str(Path(__file__).resolve().parent.parent)
 READER_HOG = """
 import contextlib, sys
 from eventstore.store import EventStore
@@ -51,16 +46,13 @@ def test_three_server_processes_on_one_store_lose_nothing_duplicate_nothing_and_
 @contextlib.contextmanager
 def hogs(store: str, count: int, slots: int):
     """``count`` processes, each holding up to ``slots`` read transactions, killed with SIGKILL on exit."""
-    procs = [subprocess.Popen([sys.executable, "-c", READER_HOG, store, str(slots)], cwd=REPO,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(count)]
+    procs = [_proc.start(_proc.python("-c", READER_HOG, store, str(slots)), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True) for _ in range(count)]
     try:
         yield [int(p.stdout.readline()) for p in procs]
     finally:
         for p in procs:
-            os.kill(p.pid, signal.SIGKILL)
-            p.wait(timeout=60)
-            p.stdin.close()
-            p.stdout.close()
+            _proc.stop(p, timeout=60)
 
 
 def read_nested(service: MemoryService, depth: int) -> None:

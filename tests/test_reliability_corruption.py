@@ -17,7 +17,6 @@ import contextlib
 import json
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import cbor2
@@ -29,8 +28,9 @@ from eventstore import codec
 from eventstore.events import Metadata
 from server.app import build_server
 from server.service import MemoryService
+from tools import _proc
+from tools.mcp_client import body
 
-REPO = str(Path(__file__).resolve().parent.parent)
 TOOLS = ("write_message", "update_message", "read_messages", "search_messages", "delete_message",
          "rebuild_index", "get_system_health")
 VALID_ARGS = {"write_message": {"session_id": "s", "role": "user", "content": "x"},
@@ -96,7 +96,7 @@ def first_key(path: str, db: bytes, prefix: bytes = b"") -> bytes:
 
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    return _proc.run(_proc.python(*args), timeout=timeout)
 
 
 def probe(store: str, calls: list) -> list[dict]:
@@ -106,13 +106,9 @@ def probe(store: str, calls: list) -> list[dict]:
     return json.loads(done.stdout)["answers"]
 
 
-def _body(result) -> tuple[bool, dict]:
-    return bool(result.is_error), json.loads(result.content[0].text)
-
-
 async def answers_of_every_tool(store: str) -> dict[str, tuple[bool, dict]]:
     async with Client(build_server(store)) as client:
-        return {name: _body(await client.call_tool(name, VALID_ARGS[name])) for name in TOOLS}
+        return {name: body(await client.call_tool(name, VALID_ARGS[name])) for name in TOOLS}
 
 
 def assert_refused_everywhere(answers: dict, words: str) -> None:
@@ -184,10 +180,10 @@ async def test_an_undecodable_event_inside_the_log_answers_corrupt_store_whereve
                            ("read_messages", {"session_id": damaged_session}),
                            ("read_messages", {"view": "context", "message_id": made[5][0], "before": 2}),
                            ("search_messages", {"query": "MARKER003END"})):
-            is_error, out = _body(await client.call_tool(name, args))
+            is_error, out = body(await client.call_tool(name, args))
             assert is_error and out["error"]["code"] == "CORRUPT_STORE", (args, out)
             assert "event" in out["error"]["message"]
-        is_error, out = _body(await client.call_tool("read_messages", {"session_id": "s0"}))
+        is_error, out = body(await client.call_tool("read_messages", {"session_id": "s0"}))
         assert not is_error
         assert [m["content"] for m in out["history"]] == [c for _i, s, c in made if s == "s0"]
     for command in (("-m", "tools.replay", store_path), ("-m", "tools.replay", store_path, "--verify")):
@@ -200,9 +196,9 @@ async def test_health_turns_degraded_once_a_read_meets_a_corrupt_event(store_pat
     made = make_store(store_path)
     put_raw(store_path, b"events", codec.seq_key(4), b"\xa1garbage")
     async with Client(build_server(store_path)) as client:
-        is_error, _out = _body(await client.call_tool("read_messages", {"view": "content", "message_id": made[3][0]}))
+        is_error, _out = body(await client.call_tool("read_messages", {"view": "content", "message_id": made[3][0]}))
         assert is_error
-        _e, health = _body(await client.call_tool("get_system_health", {}))
+        _e, health = body(await client.call_tool("get_system_health", {}))
     assert health["status"] == "DEGRADED"
     assert "event" in health["last_error"]
 
@@ -212,8 +208,9 @@ async def test_a_listed_message_whose_record_is_missing_answers_corrupt_store(st
     made = make_store(store_path)
     delete_raw(store_path, b"messages", bytes.fromhex(_ulid_hex(made[2][0])))
     async with Client(build_server(store_path)) as client:
-        for name, args in (("read_messages", {"session_id": made[2][1]}), ("search_messages", {"query": "MARKER002END"})):
-            is_error, out = _body(await client.call_tool(name, args))
+        for name, args in (("read_messages", {"session_id": made[2][1]}),
+                           ("search_messages", {"query": "MARKER002END"})):
+            is_error, out = body(await client.call_tool(name, args))
             assert is_error and out["error"]["code"] == "CORRUPT_STORE", (name, out)
 
 
@@ -251,7 +248,7 @@ async def test_a_message_record_with_a_wrong_field_answers_corrupt_store(store_p
     damage(store_path, mid)
     async with Client(build_server(store_path)) as client:
         for args in ({"view": "context", "message_id": mid}, {"session_id": session}):
-            is_error, out = _body(await client.call_tool("read_messages", args))
+            is_error, out = body(await client.call_tool("read_messages", args))
             assert is_error and out["error"]["code"] == "CORRUPT_STORE", (args, out)
 
 
@@ -261,7 +258,7 @@ async def test_a_damaged_stats_record_answers_corrupt_store_even_from_health(sto
     put_raw(store_path, b"stats", b"s", b"\xa1garbage")
     async with Client(build_server(store_path)) as client:
         for name, args in (("get_system_health", {}), ("search_messages", {"query": "hello"})):
-            is_error, out = _body(await client.call_tool(name, args))
+            is_error, out = body(await client.call_tool(name, args))
             assert is_error and out["error"]["code"] == "CORRUPT_STORE", (name, out)
 
 
@@ -304,9 +301,9 @@ async def test_damaged_read_models_are_found_by_verify_and_repaired_by_convmem_r
         async with Client(build_server(store_path)) as client:
             out = {}
             for args in ({"session_id": "s0"}, {"session_id": "s1"}, {"view": "sessions"}):
-                out[json.dumps(args)] = _body(await client.call_tool("read_messages", args))
+                out[json.dumps(args)] = body(await client.call_tool("read_messages", args))
             for query in ("MARKER004END", "hello", "tag6"):
-                out[query] = _body(await client.call_tool("search_messages", {"query": query}))
+                out[query] = body(await client.call_tool("search_messages", {"query": query}))
             return out
 
     healthy = await snapshot()
@@ -374,11 +371,11 @@ async def test_read_model_records_of_the_wrong_shape_answer_corrupt_store(store_
     value = get_raw(store_path, b"docs", docs_key)
     put_raw(store_path, b"docs", docs_key, value[:-1] + b"\xff")
     async with Client(build_server(store_path)) as client:
-        is_error, out = _body(await client.call_tool("read_messages", {"session_id": session}))
+        is_error, out = body(await client.call_tool("read_messages", {"session_id": session}))
         assert is_error and out["error"]["code"] == "CORRUPT_STORE", out
-        is_error, out = _body(await client.call_tool("search_messages", {"query": "MARKER000END"}))
+        is_error, out = body(await client.call_tool("search_messages", {"query": "MARKER000END"}))
         assert is_error and out["error"]["code"] == "CORRUPT_STORE", out
-        _, health = _body(await client.call_tool("get_system_health", {}))
+        _, health = body(await client.call_tool("get_system_health", {}))
         assert health["status"] == "DEGRADED" and health["last_error"]
 
 
@@ -405,7 +402,7 @@ async def test_a_damaged_session_answers_corrupt_store_in_the_sessions_view(stor
     make_store(store_path)
     damage(store_path)
     async with Client(build_server(store_path)) as client:
-        is_error, out = _body(await client.call_tool("read_messages", {"view": "sessions"}))
+        is_error, out = body(await client.call_tool("read_messages", {"view": "sessions"}))
     assert is_error and out["error"]["code"] == "CORRUPT_STORE", out
 
 
@@ -420,7 +417,7 @@ async def test_a_changed_byte_in_a_search_document_row_answers_corrupt_store(sto
     put_raw(store_path, b"docs", key, bytes(value))
     async with Client(build_server(store_path)) as client:
         for args in ({"query": "MARKER000END"}, {"query": "hello", "min_importance": 1}):
-            is_error, out = _body(await client.call_tool("search_messages", args))
+            is_error, out = body(await client.call_tool("search_messages", args))
             assert is_error and out["error"]["code"] == "CORRUPT_STORE", (args, out)
             assert "checksum" in out["error"]["message"]
 
@@ -434,5 +431,5 @@ async def test_a_changed_byte_in_a_posting_chunk_answers_corrupt_store(store_pat
         value[1] ^= 0x02                              # a docno gap
         txn.put(key, bytes(value), db=handle)
     async with Client(build_server(store_path)) as client:
-        is_error, out = _body(await client.call_tool("search_messages", {"query": "hello"}))
+        is_error, out = body(await client.call_tool("search_messages", {"query": "hello"}))
     assert is_error and out["error"]["code"] == "CORRUPT_STORE", out

@@ -10,17 +10,14 @@ against a model of the acknowledged operations, counters included.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 
 import anyio
 import pytest
 
 from eventstore.events import Metadata
 from server.service import MemoryService
-from tools import crashloop
-from tools.crashloop import REPO, call, ok, read_everything, served
+from tools import _proc, crashloop
+from tools.mcp_client import call, ok, read_everything, served
 
 
 def test_killed_servers_lose_no_acknowledged_operation_and_keep_a_verifiable_store():
@@ -59,7 +56,7 @@ async def test_a_kill_right_after_rebuild_index_was_sent_leaves_the_old_or_the_n
                     pass
             tg.start_soon(rebuild)
             await anyio.sleep(0)          # the request is on its way
-            os.kill(pid, signal.SIGKILL)
+            _proc.kill_pid(pid)
     async with served(store, work) as (client, _pid):
         found = await read_everything(client)
         health = await ok(client, "get_system_health")
@@ -67,6 +64,5 @@ async def test_a_kill_right_after_rebuild_index_was_sent_leaves_the_old_or_the_n
     assert health["active_messages"] == len(written)
     assert health["snapshot_valid"] is True
     assert not os.path.exists(os.path.join(store, crashloop.COMPACT_DIR))
-    verify = subprocess.run([sys.executable, "-m", "tools.replay", store, "--verify"], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
+    verify = _proc.run(_proc.python("-m", "tools.replay", store, "--verify"), timeout=120)
     assert verify.returncode == 0, verify.stderr

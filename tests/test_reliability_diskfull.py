@@ -17,7 +17,6 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,9 +25,9 @@ import pytest
 from mcp import Client
 
 from server.app import build_server
+from tools import _proc
 
 TESTS = str(Path(__file__).resolve().parent)
-REPO = str(Path(__file__).resolve().parent.parent)
 TMPFS_SIZE = "3m"
 FILLER_BYTES = 1 << 20
 WORDS = "lorem ipsum dolor sit amet " * 260 + " ".join(f"w{i:03d}" for i in range(40))    # ~7 KB
@@ -161,8 +160,8 @@ def tmpfs(path: Path):
     """A size-limited tmpfs at ``path``, or None when mounting is not allowed."""
     path.mkdir()
     try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0700", "tmpfs", str(path)],
-                              capture_output=True, timeout=30)
+        done = _proc.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0700", "tmpfs", str(path)],
+                         timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         yield None
         return
@@ -172,7 +171,7 @@ def tmpfs(path: Path):
     try:
         yield path
     finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+        _proc.run(["umount", "-l", str(path)], timeout=30)
 
 
 def rlimit_main(store: str) -> None:
@@ -193,8 +192,9 @@ def rlimit_main(store: str) -> None:
 
 
 def run_under_rlimit(store: Path) -> dict:
-    code = f"import sys; sys.path.insert(0, {TESTS!r}); import {Path(__file__).stem} as t; t.rlimit_main({str(store)!r})"
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    module = Path(__file__).stem
+    code = f"import sys; sys.path.insert(0, {TESTS!r}); import {module} as t; t.rlimit_main({str(store)!r})"
+    done = _proc.run(_proc.python("-c", code), timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -251,8 +251,7 @@ def test_rebuild_index_on_a_full_filesystem_answers_io_error_instead_of_crashing
     with tmpfs(tmp_path / "small") as mount:
         if mount is None:
             pytest.skip("needs a small tmpfs (mount -t tmpfs needs root or CAP_SYS_ADMIN)")
-        done = subprocess.run([sys.executable, "-c", REBUILD_ON_FULL_DISK, str(mount / "store")], cwd=REPO,
-                              capture_output=True, text=True, timeout=300)
+        done = _proc.run(_proc.python("-c", REBUILD_ON_FULL_DISK, str(mount / "store")), timeout=300)
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.startswith(("IO_ERROR", "rebuilt"))
 

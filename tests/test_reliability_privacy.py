@@ -10,17 +10,15 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
 
-from tools.crashloop import call, ok, private_violations
+from tools import _proc
+from tools._checks import private_violations
+from tools.mcp_client import call, ok, served
 
-REPO = str(Path(__file__).resolve().parent.parent)
 UNDER_UMASK_0 = """
 import os, sys
 os.umask(0)
@@ -44,8 +42,8 @@ def mode(path: Path) -> int:
 
 
 def create_under_umask_0(store: Path, messages: int = 20, rebuild: bool = True) -> None:
-    done = subprocess.run([sys.executable, "-c", UNDER_UMASK_0, str(store), str(messages),
-                           "rebuild" if rebuild else "-"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = _proc.run(_proc.python("-c", UNDER_UMASK_0, str(store), str(messages), "rebuild" if rebuild else "-"),
+                     timeout=300)
     assert done.returncode == 0, done.stderr
 
 
@@ -65,15 +63,10 @@ def test_a_store_created_under_umask_0_is_owner_only_after_writes_and_compaction
 async def test_compaction_files_are_owner_only_while_they_are_being_written(tmp_path):
     store = tmp_path / "store"
     create_under_umask_0(store, messages=300, rebuild=False)
-    pidfile = tmp_path / "server.pid"
-    command = (f'umask 0; echo $$ > "{pidfile}"; exec "{sys.executable}" -m server.cli --log-level WARNING '
-               f'serve --store "{store}"')
-    params = StdioServerParameters(command="/bin/sh", args=["-c", command], cwd=REPO)
     seen: list[dict[str, int]] = []
     with open(tmp_path / "server-stderr.log", "w") as errlog:
         for _attempt in range(8):
-            async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
-                pid = int(pidfile.read_text())
+            async with served(str(store), str(tmp_path), errlog=errlog, umask=0) as (client, pid):
                 await ok(client, "write_message", {"session_id": "s", "role": "user", "content": "one more"})
                 async with anyio.create_task_group() as tg:
                     async def rebuild() -> None:
@@ -88,7 +81,7 @@ async def test_compaction_files_are_owner_only_while_they_are_being_written(tmp_
                         os.kill(pid, signal.SIGSTOP)           # freeze the compaction mid-way
                         with contextlib.suppress(FileNotFoundError):
                             seen.append({str(p.relative_to(store)): mode(p) for p in [store, tmp, *tmp.iterdir()]})
-                    os.kill(pid, signal.SIGKILL)        # a stopped process dies of SIGKILL too
+                    _proc.kill_pid(pid)                 # a stopped process dies of SIGKILL too
             if seen:
                 break
     assert seen, "no compaction was caught in progress"
@@ -99,8 +92,7 @@ async def test_compaction_files_are_owner_only_while_they_are_being_written(tmp_
 
 
 def _health(store: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "server.cli", "health", "--store", str(store)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    return _proc.run(_proc.python("-m", "server.cli", "health", "--store", str(store)), timeout=120)
 
 
 def test_convmem_health_warns_on_stderr_when_the_store_is_readable_by_others(tmp_path):

@@ -15,10 +15,11 @@ import tempfile
 from dataclasses import dataclass, replace
 
 import pytest
+from helpers import Clock
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from strategies import Clock, canonical_ids, contents, metadata, open_service, patches, roles, session_ids, unique_word
+from strategies import canonical_ids, contents, metadata, open_service, patches, roles, session_ids, unique_word
 
 from eventstore.errors import ConflictError, NotFoundError
 from eventstore.events import KINDS, RELATION_TYPES, Metadata

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
-import sys
 
 from strategies import open_service
 
 from projections.search import Filters
+from tools import _proc
 from tools.replay import differences
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Writes, updates and deletes through the service; a line is printed (and
 # flushed) only after the call returned, i.e. after the commit was synced.
@@ -43,22 +40,19 @@ for i in range(start, start + 100000):
 
 def run_and_kill(path: str, start: int, acks: int) -> list[list[str]]:
     """Start a writer, read ``acks`` acknowledgements, SIGKILL it; every full line read."""
-    child = subprocess.Popen([sys.executable, "-c", WRITER, path, str(start)], cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = _proc.start(_proc.python("-c", WRITER, path, str(start)), stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
     lines = []
     try:
         while len(lines) < acks:
             line = child.stdout.readline()
             assert line, child.stderr.read()
             lines.append(line.split())
-        os.kill(child.pid, signal.SIGKILL)
+        _proc.kill_pid(child.pid)
         rest = child.stdout.read()           # acknowledged before the signal landed
         lines += [ln.split() for ln in rest.splitlines(keepends=True) if ln.endswith("\n")]
     finally:
-        child.kill()
-        child.wait(timeout=30)
-        child.stdout.close()
-        child.stderr.close()
+        _proc.stop(child, timeout=30)
     assert child.returncode == -signal.SIGKILL
     return lines
 

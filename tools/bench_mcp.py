@@ -40,18 +40,16 @@ from collections.abc import Iterator
 import anyio
 from mcp import Client, StdioServerParameters
 
+from tools import mcp_client
 from tools.search_bench import DEFAULT_DATA, load_locomo
 
 TARGETS = {"write_message": 2.0, "search_messages": 5.0, "start_legacy": 1000.0}
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def server_parameters(store: str) -> StdioServerParameters:
-    """``convmem serve`` on ``store``: the console script beside this Python, else ``-m``."""
-    script = os.path.join(os.path.dirname(sys.executable), "convmem")
-    command, args = (script, []) if os.access(script, os.X_OK) else (sys.executable, ["-m", "server.cli"])
-    return StdioServerParameters(command=command, args=[*args, "serve", "--store", store], cwd=REPO,
-                                 env={"CONVMEM_LOG_LEVEL": "WARNING"})
+    """``convmem serve`` on ``store``: the console script beside this Python (what a host
+    runs), else ``-m server.cli``; warnings and errors only on stderr."""
+    return mcp_client.server_parameters(store, console_script=True)
 
 
 def turns(path: str, n: int) -> Iterator[dict]:
@@ -72,9 +70,8 @@ def progress(text: str) -> None:
 
 
 async def checked(client: Client, name: str, arguments: dict) -> dict:
-    result = await client.call_tool(name, arguments)
-    body = json.loads(result.content[0].text)
-    if result.is_error:
+    is_error, body = mcp_client.body(await client.call_tool(name, arguments))
+    if is_error:
         raise RuntimeError(f"{name} failed: {body}")
     return body
 
@@ -103,7 +100,7 @@ async def fill(client: Client, argument_sets, concurrency: int) -> None:
 async def time_to_tools(store: str, mode: str) -> float:
     """Milliseconds from spawning the server to an answered ``tools/list``."""
     start = time.perf_counter()
-    async with Client(server_parameters(store), mode=mode, cache=None) as client:
+    async with mcp_client.connect(server_parameters(store), mode=mode, cache=None) as client:
         tools = (await client.list_tools()).tools
         elapsed = (time.perf_counter() - start) * 1000
     if len(tools) != 7:
@@ -123,7 +120,7 @@ def summary(samples: list[float]) -> dict:
 async def run(store: str, data: str, messages: int, writes: int, concurrency: int, starts: int) -> dict:
     argument_sets = turns(os.path.join(data, "locomo-dev.json"), messages)
     results: dict[str, dict] = {}
-    async with Client(server_parameters(store), mode="legacy") as client:
+    async with mcp_client.connect(server_parameters(store), mode="legacy") as client:
         progress(f"write_message: {writes} sequential calls")
         results["write_message"] = summary(await timed_calls(
             client, "write_message", itertools.islice(argument_sets, writes)))

@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from tools._checks import read_models_match_replay, replay_verify
 from tools._workdir import workdir as store_workdir
-from tools.crashloop import call, read_everything, read_models_match_replay, replay_verify, served
+from tools.mcp_client import call, read_everything, served
 
 SHARED = "shared"
 

@@ -39,20 +39,19 @@ import json
 import os
 import random
 import re
-import signal
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import Client
 
+from tools import _proc
+from tools._checks import private_violations, read_models_match_replay, replay_verify
 from tools._workdir import workdir as store_workdir
+from tools.mcp_client import call, read_everything, served
 
-REPO = str(Path(__file__).resolve().parent.parent)
 COMPACT_DIR = "compact.tmp"
 TOKEN = re.compile(rb"T\d{5}x\d{6}Q")
 SESSIONS = ("s0", "s1", "s2", "s3", "セッション")
@@ -61,154 +60,17 @@ KINDS = ("conversation", "episode", "semantic", "procedure", "preference", "summ
 WORDS = tuple(f"{a}{b}" for a in ("deploy", "billing", "cache", "queue", "kernel", "lmdb", "vector",
                                   "schema") for b in range(64)) + ("日本語", "設定ファイル", "ERR_CONN_RESET")
 MODES = ("op", "op", "op", "rebuild", "rebuild-poll", "idle")
-CALL_TIMEOUT = 120.0
 
 
-# ------------------------------------------------------------- the server
-def serve_parameters(store: str, pidfile: str, log_level: str = "WARNING") -> StdioServerParameters:
-    """``convmem serve`` behind ``exec`` so the pid written to ``pidfile`` is the server's own."""
-    command = (f'echo $$ > "{pidfile}"; exec "{sys.executable}" -m server.cli '
-               f'--log-level {log_level} serve --store "{store}"')
-    return StdioServerParameters(command="/bin/sh", args=["-c", command], cwd=REPO)
-
-
-@contextlib.asynccontextmanager
-async def served(store: str, workdir: str, errlog=None):
-    """A connected SDK client to a fresh ``convmem serve`` process, and its pid."""
-    pidfile = os.path.join(workdir, f"server-{os.getpid()}-{random.getrandbits(32):08x}.pid")
-    own_log = errlog is None
-    log = open(os.path.join(workdir, "server-stderr.log"), "a") if own_log else errlog
-    try:
-        async with Client(stdio_client(serve_parameters(store, pidfile), errlog=log), mode="legacy") as client:
-            yield client, _read_pid(pidfile)
-    finally:
-        with contextlib.suppress(OSError):
-            os.remove(pidfile)
-        if own_log:
-            log.close()
-
-
-def _read_pid(pidfile: str) -> int:
-    with open(pidfile) as f:
-        return int(f.read().strip())
-
-
-def body(result) -> tuple[bool, dict]:
-    """``(is_error, parsed JSON body)`` of a tool result."""
-    assert len(result.content) == 1, "a tool result carries exactly one content block"
-    return bool(result.is_error), json.loads(result.content[0].text)
-
-
-async def call(client: Client, name: str, arguments: dict | None = None) -> tuple[bool, dict]:
-    with anyio.fail_after(CALL_TIMEOUT):
-        return body(await client.call_tool(name, arguments or {}))
-
-
-async def ok(client: Client, name: str, arguments: dict | None = None) -> dict:
-    is_error, out = await call(client, name, arguments)
-    if is_error or out.get("status") != "OK":
-        raise AssertionError(f"{name} failed: {out}")
-    return out
-
-
-async def read_everything(client: Client) -> dict[str, dict]:
-    """Every live message, by id, through the sessions view and each history."""
-    found: dict[str, dict] = {}
-    for session in await all_sessions(client):
-        cursor = None
-        while True:
-            args = {"session_id": session["session_id"], "limit": 200}
-            if cursor:
-                args["cursor"] = cursor
-            page = await ok(client, "read_messages", args)
-            ids = [m["message_id"] for m in page["history"]]
-            if ids != sorted(ids):
-                raise AssertionError(f"history of {session['session_id']!r} is not in id order")
-            for m in page["history"]:
-                if m["message_id"] in found:
-                    raise AssertionError(f"message {m['message_id']} listed twice")
-                found[m["message_id"]] = m
-            cursor = page.get("nextCursor")
-            if not cursor:
-                break
-    return found
-
-
-async def all_sessions(client: Client) -> list[dict]:
-    out, cursor = [], None
-    while True:
-        args = {"view": "sessions", "limit": 1000}
-        if cursor:
-            args["cursor"] = cursor
-        page = await ok(client, "read_messages", args)
-        out += page["sessions"]
-        cursor = page.get("nextCursor")
-        if not cursor:
-            return out
-
-
-def private_violations(store: str) -> list[str]:
-    """Paths under ``store`` readable, writable or searchable by group or others."""
-    bad = []
-    for root, dirs, files in os.walk(store):
-        for path in [root] + [os.path.join(root, f) for f in files]:
-            with contextlib.suppress(FileNotFoundError):
-                mode = os.stat(path).st_mode & 0o777
-                if mode & 0o077:
-                    bad.append(f"{os.path.relpath(path, store)} has mode {mode:o}")
-    return bad
-
-
+# ----------------------------------------------------------------- checks
 def tokens_on_disk(store: str) -> set[bytes]:
+    """Every message token found in any file of the store."""
     found: set[bytes] = set()
     for root, _dirs, files in os.walk(store):
         for name in files:
             with contextlib.suppress(FileNotFoundError), open(os.path.join(root, name), "rb") as f:
                 found.update(TOKEN.findall(f.read()))
     return found
-
-
-async def replay_verify(store: str) -> tuple[int, str]:
-    """``python -m tools.replay STORE --verify``: its exit code and the tail of its stderr."""
-    done = await anyio.run_process([sys.executable, "-m", "tools.replay", store, "--verify"],
-                                   cwd=REPO, check=False)
-    text = done.stderr.decode("utf-8", "replace")[-2000:]
-    if done.returncode < 0:
-        text = f"killed by signal {-done.returncode} ({signal.Signals(-done.returncode).name}) {text}"
-    return done.returncode, text
-
-
-_MATCH_REPLAY = """
-import shutil, sys, tempfile
-from eventstore.store import EventStore
-from projections.registry import Projector
-from tools.replay import dump_projections
-scratch = tempfile.mkdtemp(prefix="convmem-check-")
-try:
-    with EventStore(sys.argv[1], Projector()) as live:
-        expected = dump_projections(live)
-        live._env.copy(scratch)
-    with EventStore(scratch, Projector()) as copy:
-        copy.rebuild_projections()
-        got = dump_projections(copy)
-    differ = [name for name in expected if expected[name] != got[name]]
-    print(" ".join(differ))
-    sys.exit(1 if differ else 0)
-finally:
-    shutil.rmtree(scratch, ignore_errors=True)
-"""
-
-
-async def read_models_match_replay(store: str) -> tuple[bool, str]:
-    """What ``replay --verify`` checks, through a plain (not compacting) copy of the store.
-
-    ``tools.replay --verify`` copies with ``compact=True``, which crashes
-    py-lmdb 3.0 (SIGSEGV) once a word's posting list has a few hundred
-    entries; this check tells that tool failure apart from read models that
-    really differ from a replay of the log.
-    """
-    done = await anyio.run_process([sys.executable, "-c", _MATCH_REPLAY, store], cwd=REPO, check=False)
-    return done.returncode == 0, (done.stdout + done.stderr).decode("utf-8", "replace")[-2000:]
 
 
 # ------------------------------------------------------------------ model
@@ -392,7 +254,7 @@ class Cycle:
         await anyio.sleep(self.trigger_delay)
         in_compaction = os.path.isdir(os.path.join(self.loop.store, COMPACT_DIR))
         self.killed = True
-        os.kill(self.pid, signal.SIGKILL)
+        _proc.kill_pid(self.pid)
         self.report.kills += 1
         self.report.kills_in_compaction += in_compaction
         self.report.kills_by_mode[self.mode] = self.report.kills_by_mode.get(self.mode, 0) + 1
@@ -583,9 +445,9 @@ class CrashLoop:
             await self._check_after_restart(client, verify=self._verify_due(), leftover=leftover)
             cycle = Cycle(self, client, pid, mode)
             await cycle.run(self.lanes)
-        self.progress(f"kill {self.report.kills} ({mode}{', in compaction' if self.report.kills_in_compaction > killed_in_compaction else ''}): "
-                      f"{self.report.ops_acknowledged} acknowledged, {len(self.model.live)} live, "
-                      f"{len(self.report.losses)} losses")
+        where = ", in compaction" if self.report.kills_in_compaction > killed_in_compaction else ""
+        self.progress(f"kill {self.report.kills} ({mode}{where}): {self.report.ops_acknowledged} acknowledged, "
+                      f"{len(self.model.live)} live, {len(self.report.losses)} losses")
 
     def _verify_due(self) -> bool:
         """Every ``verify_every`` restarts, and after every kill inside a compaction."""

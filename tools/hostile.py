@@ -36,7 +36,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -44,10 +43,13 @@ from typing import Any
 
 import anyio
 
+from tools import _proc
+from tools.mcp_client import body
+
 SPEC_CODES = {"VALIDATION_ERROR", "NOT_FOUND", "CONFLICT", "BUSY", "IO_ERROR", "CORRUPT_STORE", "INTERNAL_ERROR"}
 REFUSALS = {"CORRUPT_STORE", "IO_ERROR"}
 QUERIES = ("hello", "billing", "設定", "ERR_CONN_RESET", "tag3")
-TRIAL_TIMEOUT = 60.0
+TRIAL_TIMEOUT = 60.0   # seconds a forked probe may take before it counts as a hang
 
 
 # ------------------------------------------------------------------ probe
@@ -102,9 +104,8 @@ async def _probe_async(store: str, calls: list[tuple[str, dict]]) -> list[dict]:
     answers = []
     async with Client(build_server(store)) as client:
         for name, args in calls:
-            result = await client.call_tool(name, args)
-            out = json.loads(result.content[0].text)
-            if result.is_error:
+            is_error, out = body(await client.call_tool(name, args))
+            if is_error:
                 err = out.get("error", {})
                 answers.append({"error": err.get("code"), "message": err.get("message")})
             else:
@@ -123,64 +124,8 @@ def listing(answers: list[dict]) -> dict:
 
 
 # ------------------------------------------------------------ forked runs
-def in_child(fn, *args, timeout: float = TRIAL_TIMEOUT) -> tuple[str, Any]:
-    """Run ``fn(*args)`` in a forked child: ("ok", value) / ("exit", code) / ("signal", n) / ("hang", None).
-
-    The parent never has an LMDB environment open, so nothing crosses the fork.
-    """
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:   # child
-        os.close(rfd)
-        code = 0
-        try:
-            data = json.dumps(fn(*args)).encode("utf-8")
-            with os.fdopen(wfd, "wb") as w:
-                w.write(data)
-        except BaseException:
-            import traceback
-            traceback.print_exc()
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(wfd)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    os.set_blocking(rfd, False)
-    status = None
-    while True:
-        try:
-            chunk = os.read(rfd, 1 << 16)
-            if chunk:
-                chunks.append(chunk)
-                continue
-        except BlockingIOError:
-            pass
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os.close(rfd)
-            return "hang", None
-        time.sleep(0.002)
-    while True:
-        try:
-            chunk = os.read(rfd, 1 << 16)
-        except BlockingIOError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(rfd)
-    if os.WIFSIGNALED(status):
-        return "signal", os.WTERMSIG(status)
-    if os.WEXITSTATUS(status) != 0:
-        return "exit", os.WEXITSTATUS(status)
-    return "ok", json.loads(b"".join(chunks))
-
-
+# Each read-back runs in a forked child (tools._proc.forked): a SIGBUS, SIGSEGV or
+# hang there is an outcome, not the end of the run.
 def classify(answers: list[dict], pristine: list[dict]) -> str:
     codes = {a["error"] for a in answers if "error" in a}
     if "INTERNAL_ERROR" in codes or codes - SPEC_CODES:
@@ -208,17 +153,17 @@ def flip_trials(trials: int, seed: int = 1, max_flips: int = 4, workdir: str | N
     workdir = workdir or tempfile.mkdtemp(prefix="convmem-flips-")
     try:
         pristine_dir = os.path.join(workdir, "pristine")
-        kind, _ = in_child(build_store, pristine_dir)
+        kind, _ = _proc.forked(build_store, pristine_dir, timeout=TRIAL_TIMEOUT)
         assert kind == "ok", f"building the pristine store failed: {kind}"
-        kind, first = in_child(probe, pristine_dir, plan_calls(None))
+        kind, first = _proc.forked(probe, pristine_dir, plan_calls(None), timeout=TRIAL_TIMEOUT)
         assert kind == "ok", kind
         sessions = listing(first)["sessions"]
-        kind, hist = in_child(probe, pristine_dir,
-                              [("read_messages", {"session_id": s, "limit": 1000}) for s in sessions])
+        histories = [("read_messages", {"session_id": s, "limit": 1000}) for s in sessions]
+        kind, hist = _proc.forked(probe, pristine_dir, histories, timeout=TRIAL_TIMEOUT)
         assert kind == "ok", kind
         ids = [m["message_id"] for h in hist for m in h["ok"]["history"]]
         calls = plan_calls({"sessions": sessions, "messages": ids})
-        kind, pristine = in_child(probe, pristine_dir, calls)
+        kind, pristine = _proc.forked(probe, pristine_dir, calls, timeout=TRIAL_TIMEOUT)
         assert kind == "ok" and all("ok" in a for a in pristine), pristine
         rng = random.Random(seed)
         data_file = os.path.join(pristine_dir, "data.mdb")
@@ -236,7 +181,7 @@ def flip_trials(trials: int, seed: int = 1, max_flips: int = 4, workdir: str | N
                     byte = f.read(1)[0]
                     f.seek(offset)
                     f.write(bytes([byte ^ bit]))
-            kind, value = in_child(probe, trial_dir, calls)
+            kind, value = _proc.forked(probe, trial_dir, calls, timeout=TRIAL_TIMEOUT)
             if kind == "ok":
                 outcome = classify(value, pristine)
                 detail = sorted({f"{a['error']}: {a['message']}" for a in value if "error" in a})[:5]
@@ -390,9 +335,7 @@ class HostileRun:
         self._stack.__exit__(*exc)
 
     def raw(self, name: str, args: Any) -> tuple[bool, dict]:
-        result = self.portal.call(self.client.call_tool, name, args)
-        assert len(result.content) == 1 and result.content[0].type == "text"
-        return bool(result.is_error), json.loads(result.content[0].text)
+        return body(self.portal.call(self.client.call_tool, name, args))
 
     def _seed(self) -> None:
         ids = []
