@@ -169,13 +169,11 @@ def _word(chunk: str) -> Iterator[tuple[str, str]]:
 def _inner_wholes(chunk: str) -> Iterator[str]:
     """The pieces of an identifier that are identifiers themselves: each
     path, URL or namespace segment, and each CamelCase word between
-    separators (``getUserProfile`` in ``obj.getUserProfile``)."""
+    separators (``getUserProfile`` in ``obj.getUserProfile`` or ``getUserProfile_``)."""
     segments = [seg for seg in _COARSE.split(chunk) if seg]
     if len(segments) > 1:
         yield from (seg for seg in segments if len(_parts(seg)) > 1)
-    pieces = [piece for piece in _SEPARATORS.split(chunk) if piece]
-    if len(pieces) > 1:
-        yield from (piece for piece in pieces if len(_parts(piece)) > 1)
+    yield from (piece for piece in _SEPARATORS.split(chunk) if piece != chunk and len(_parts(piece)) > 1)
 
 
 def _run(chunk: str) -> Iterator[tuple[str, str]]:
