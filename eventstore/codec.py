@@ -31,7 +31,7 @@ import zlib
 
 import cbor2
 
-from .errors import CorruptStoreError
+from .errors import DECODING_ERRORS, CorruptStoreError
 from .events import ROLES, Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from .ids import to_bytes, to_str
 
@@ -47,6 +47,8 @@ def seq_key(seq: int) -> bytes:
 
 
 def seq_of(key: bytes) -> int:
+    if len(key) != _SEQ.size:
+        raise CorruptStoreError("a key of the event log is not 8 bytes")
     return _SEQ.unpack(key)[0]
 
 
@@ -55,7 +57,12 @@ def dumps(value: object) -> bytes:
 
 
 def loads(raw: bytes) -> object:
-    return cbor2.loads(raw)
+    """Decode a stored CBOR value: bytes that are not CBOR are ``CORRUPT_STORE``
+    (the caller still checks the value's shape)."""
+    try:
+        return cbor2.loads(raw)
+    except (cbor2.CBORDecodeError, *DECODING_ERRORS) as exc:
+        raise CorruptStoreError(f"a stored record is not valid CBOR ({type(exc).__name__})") from exc
 
 
 def metadata_to_list(meta: Metadata) -> list:
@@ -150,7 +157,7 @@ def decode_event(raw: bytes) -> Event:
     if len(raw) < _CRC.size or _CRC.unpack_from(raw)[0] != zlib.crc32(body):
         raise CorruptStoreError("an event in the log failed its checksum")
     try:
-        tag, version, payload = loads(body)
+        tag, version, payload = cbor2.loads(body)
         if version == 1:
             tag = _NAMES.get(tag) if isinstance(tag, str) else None
             meta_in = metadata_from_list

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "health":
             return _health(store)
-        from tools.replay import run
+        from .maintenance import run
         return run(store, verify=args.verify)
     except ConvMemError as exc:
         print(f"convmem: {exc.code}: {exc.message}", file=sys.stderr)
