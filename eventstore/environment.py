@@ -23,7 +23,8 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import lmdb
 
@@ -166,7 +167,7 @@ class Environment:
         inside the write transaction ``txn``."""
         env = self._live()
         with txn.cursor() as cur:
-            names = [k.decode("utf-8", "replace") for k in cur.iternext(values=False)]
+            names = [bytes(k).decode("utf-8", "replace") for k in cur.iternext(values=False)]
         for name in set(names) - set(self.dbs):
             for flags in ({}, {"dupsort": True}, {"dupsort": True, "dupfixed": True}):
                 try:
@@ -213,10 +214,10 @@ class Environment:
     def sync(self) -> None:
         self._live().sync(True)
 
-    def info(self) -> dict:
+    def info(self) -> Mapping[str, Any]:
         """LMDB's ``env.info()`` (map size, last page number, readers)."""
         return self._live().info()
 
-    def stat(self) -> dict:
+    def stat(self) -> Mapping[str, Any]:
         """LMDB's ``env.stat()`` of the main database (``psize`` among them)."""
         return self._live().stat()

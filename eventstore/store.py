@@ -173,10 +173,15 @@ class WriteTx(Tx):
             _put_int(self.txn, self.dbs["meta"], b"watermark", self.watermark)
 
 
-def _get_int(txn, db, key: bytes, default: int | None = None) -> int | None:
+def _get_int(txn, db, key: bytes, default: int = 0) -> int:
+    found = _find_int(txn, db, key)
+    return default if found is None else found
+
+
+def _find_int(txn, db, key: bytes) -> int | None:
     raw = txn.get(key, db=db)
     if raw is None:
-        return default
+        return None
     if len(raw) != 8:
         raise CorruptStoreError("a number in the store's meta is not 8 bytes")
     return int.from_bytes(raw, "big")
@@ -247,7 +252,7 @@ class EventStore:
     def _verify_and_recover(self) -> None:
         with self.read() as tx:
             meta = tx.db("meta")
-            version = _get_int(tx.txn, meta, b"format_version")
+            version = _find_int(tx.txn, meta, b"format_version")
             last = self._last_seq(tx.txn)
             if version is None:
                 if last:
@@ -377,7 +382,7 @@ class EventStore:
 
     def secret(self, tx: Tx) -> bytes:
         """A random per-store key (for signing cursors); stable across compaction."""
-        return tx.txn.get(b"secret", db=tx.db("meta")) or b""
+        return bytes(tx.txn.get(b"secret", db=tx.db("meta")) or b"")
 
     def watermark(self, tx: Tx) -> int:
         return _get_int(tx.txn, tx.db("meta"), b"watermark", 0)
@@ -416,7 +421,7 @@ class EventStore:
         """The meta a compacted copy keeps besides the counters: the last id and
         the cursor secret (see :meth:`restore_meta`)."""
         found = {k: tx.txn.get(k, db=tx.db("meta")) for k in _CARRIED}
-        return {k: v for k, v in found.items() if v is not None}
+        return {k: bytes(v) for k, v in found.items() if v is not None}
 
     def restore_meta(self, w: WriteTx, carried: dict[bytes, bytes]) -> None:
         for k, v in carried.items():

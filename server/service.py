@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import replace
 
+from eventstore.compaction import compact
 from eventstore.errors import (
     ConflictError,
     ConvMemError,
@@ -25,7 +26,6 @@ from eventstore.errors import (
 )
 from eventstore.events import KINDS, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.ids import to_str
-from eventstore.compaction import compact
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history as history_index
 from projections import messages, relations, stats, terms
@@ -81,7 +81,7 @@ class MemoryService:
                 return False, msg
             updated_at = max(w.now_ms(), old.updated_at)
             w.append(MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta))
-            return True, replace(msg, content=content if new_content is not None else msg.content,
+            return True, replace(msg, content=msg.content if new_content is None else new_content,
                                  metadata=meta, revision=old.revision + 1, updated_at=updated_at)
         changed, msg = self._write(command)
         return {"status": "OK", "changed": changed, "message": render.message(msg)}
@@ -186,7 +186,7 @@ class MemoryService:
     def search(self, query: str, flt: search_index.Filters, context_size: int, limit: int) -> dict:
         with self._read() as tx:
             hits = search_index.search(tx, query, flt, limit)
-            budget, results = render.Budget(), []
+            budget, results = render.Budget(), list[dict]()
             for hit in hits:
                 item = self._result(tx, hit)
                 if context_size:
@@ -200,7 +200,7 @@ class MemoryService:
 
     @staticmethod
     def _result(tx: Tx, hit: search_index.Hit) -> dict:
-        state = messages.get(tx, hit.doc.message_id)
+        state = messages.required(messages.get(tx, hit.doc.message_id))
         item = render.message(messages.load(tx, state))
         item["score"] = hit.score
         item["score_breakdown"] = hit.breakdown
@@ -237,7 +237,8 @@ class MemoryService:
     def _live_events(tx: Tx) -> tuple[int, Iterator[MessageWritten]]:
         def events() -> Iterator[MessageWritten]:
             with tx.txn.cursor(db=tx.db(messages.DB)) as cur:
-                for raw_id in cur.iternext(values=False):
+                for key in cur.iternext(values=False):
+                    raw_id = bytes(key)
                     state = messages.get_raw_id(tx, raw_id, to_str(raw_id))
                     yield MessageWritten(messages.load(tx, state))
         return stats.read(tx)["active"], events()
@@ -289,7 +290,7 @@ class _ContextWalk:
         return item
 
     def relations(self, focal: str, depth: int, types: frozenset[str]) -> list[dict]:
-        seen, out, frontier = {focal}, [], [focal]
+        seen, out, frontier = {focal}, list[dict](), [focal]
         for level in range(1, depth + 1):
             nxt = []
             for node in frontier:
