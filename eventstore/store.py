@@ -14,8 +14,7 @@ LMDB discipline, followed everywhere in this package:
 * indexes hold ids and sequence numbers, never copies of content.
 
 Sub-databases owned here: ``events`` (8-byte big-endian sequence → CBOR event)
-and ``meta`` (format version, projection schema version, watermark, last id,
-sequence floor, logical I/O counters, cursor secret).  The read models are
+and ``meta`` (see :mod:`eventstore.meta`).  The read models are
 owned by a *projector* passed in by the caller; it is applied to every event
 inside the transaction that appends it, so no reader ever sees one without
 the other.  Values a projector rewrites many times in one transaction (the
@@ -30,9 +29,6 @@ is not taken for damage.
 
 Several processes may open one store; each holds a shared ``flock`` for as
 long as it is open, and compaction needs it exclusively (``BUSY`` otherwise).
-Module map: :mod:`~eventstore.environment` (the LMDB environment),
-:mod:`~eventstore.files` (private directories, syncs), :mod:`~eventstore.locks`
-(the directory lock), :mod:`~eventstore.compaction` (built on this module).
 """
 
 from __future__ import annotations
@@ -49,19 +45,18 @@ from typing import Protocol
 import cbor2
 import lmdb
 
-from . import codec, files, ids
+from . import codec, files, ids, meta
 from .environment import DATA_FILE, INITIAL_MAP, Environment
 from .errors import ConvMemError, CorruptStoreError, StoreIOError, translate
 from .events import Event
 from .locks import DirectoryLock
+from .meta import FORMAT_VERSION
+from .meta import put_int as _put_int  # WriteTx.flush writes the watermark with it
 
 __all__ = ["COMPACT_DIR", "DATA_FILE", "FORMAT_VERSION", "EventStore", "Projector", "Tx", "WriteTx"]
 
-FORMAT_VERSION = 2
 COMPACT_DIR = "compact.tmp"
-_IO_KEYS = ("write_bytes", "write_calls", "flush_calls", "truncate_calls", "replace_calls")
 _PROGRESS_EVERY = 2000                # events between two progress reports of a replay
-_CARRIED = (b"last_id", b"secret")   # meta kept across compaction besides counters
 # what the storage itself raises; anything else inside a transaction is not damage
 _STORAGE_ERRORS = (lmdb.Error, OSError, cbor2.CBORDecodeError)
 
@@ -173,24 +168,6 @@ class WriteTx(Tx):
             _put_int(self.txn, self.dbs["meta"], b"watermark", self.watermark)
 
 
-def _get_int(txn, db, key: bytes, default: int = 0) -> int:
-    found = _find_int(txn, db, key)
-    return default if found is None else found
-
-
-def _find_int(txn, db, key: bytes) -> int | None:
-    raw = txn.get(key, db=db)
-    if raw is None:
-        return None
-    if len(raw) != 8:
-        raise CorruptStoreError("a number in the store's meta is not 8 bytes")
-    return int.from_bytes(raw, "big")
-
-
-def _put_int(txn, db, key: bytes, value: int) -> None:
-    txn.put(key, value.to_bytes(8, "big"), db=db)
-
-
 def _system_clock() -> int:
     return time.time_ns() // 1_000_000
 
@@ -251,8 +228,8 @@ class EventStore:
 
     def _verify_and_recover(self) -> None:
         with self.read() as tx:
-            meta = tx.db("meta")
-            version = _find_int(tx.txn, meta, b"format_version")
+            db = tx.db("meta")
+            version = meta.find_int(tx.txn, db, b"format_version")
             last = self._last_seq(tx.txn)
             if version is None:
                 if last:
@@ -264,8 +241,8 @@ class EventStore:
                     raise CorruptStoreError(
                         f"unsupported store format version {version} (expected {FORMAT_VERSION})")
                 self._check_newest_event(tx)
-                watermark = _get_int(tx.txn, meta, b"watermark", 0)
-                schema = _get_int(tx.txn, meta, b"schema_version", 0)
+                watermark = meta.get_int(tx.txn, db, b"watermark")
+                schema = meta.get_int(tx.txn, db, b"schema_version")
                 if watermark > last and not self._repair:
                     raise CorruptStoreError("projection watermark is ahead of the event log; "
                                             "run `convmem replay` to rebuild the read models")
@@ -281,12 +258,7 @@ class EventStore:
             self.recovered_tail = True
 
     def _initialize(self, w: WriteTx) -> None:
-        meta = w.db("meta")
-        _put_int(w.txn, meta, b"format_version", FORMAT_VERSION)
-        _put_int(w.txn, meta, b"schema_version", self.projector.schema_version)
-        _put_int(w.txn, meta, b"watermark", 0)
-        w.txn.put(b"io", codec.dumps({k: 0 for k in _IO_KEYS}), db=meta)
-        w.txn.put(b"secret", os.urandom(32), db=meta)
+        meta.initialize(w.txn, w.db("meta"), self.projector.schema_version)
 
     # ------------------------------------------------------------ transactions
     @contextlib.contextmanager
@@ -360,7 +332,7 @@ class EventStore:
     # ------------------------------------------------------------------ reads
     def _last_seq(self, txn) -> int:
         """The newest sequence number; never goes back, compaction included."""
-        floor = _get_int(txn, self._dbs["meta"], b"seq_floor", 0)
+        floor = meta.get_int(txn, self._dbs["meta"], b"seq_floor")
         with txn.cursor(db=self._dbs["events"]) as cur:
             return max(codec.seq_of(cur.key()) if cur.last() else 0, floor)
 
@@ -378,21 +350,17 @@ class EventStore:
 
     def format_version(self, tx: Tx) -> int:
         """The format version the store was written in (checked when it opened)."""
-        return _get_int(tx.txn, tx.db("meta"), b"format_version", FORMAT_VERSION)
+        return meta.get_int(tx.txn, tx.db("meta"), b"format_version", FORMAT_VERSION)
 
     def secret(self, tx: Tx) -> bytes:
         """A random per-store key (for signing cursors); stable across compaction."""
         return bytes(tx.txn.get(b"secret", db=tx.db("meta")) or b"")
 
     def watermark(self, tx: Tx) -> int:
-        return _get_int(tx.txn, tx.db("meta"), b"watermark", 0)
+        return meta.get_int(tx.txn, tx.db("meta"), b"watermark")
 
     def io_counters(self, txn) -> dict[str, int]:
-        raw = txn.get(b"io", db=self._dbs["meta"])
-        found = codec.loads(raw) if raw else {}
-        if not (isinstance(found, dict) and all(type(v) is int for v in found.values())):
-            raise CorruptStoreError("the store's I/O counters are not a map of numbers")
-        return {k: found.get(k, 0) for k in _IO_KEYS}
+        return meta.io_counters(txn, self._dbs["meta"])
 
     def iter_events(self, tx: Tx, start: int = 1) -> Iterator[tuple[int, Event, int]]:
         with tx.txn.cursor(db=tx.db("events")) as cur:
@@ -420,19 +388,18 @@ class EventStore:
     def carried_meta(self, tx: Tx) -> dict[bytes, bytes]:
         """The meta a compacted copy keeps besides the counters: the last id and
         the cursor secret (see :meth:`restore_meta`)."""
-        found = {k: tx.txn.get(k, db=tx.db("meta")) for k in _CARRIED}
-        return {k: bytes(v) for k, v in found.items() if v is not None}
+        return meta.carried(tx.txn, tx.db("meta"))
 
     def restore_meta(self, w: WriteTx, carried: dict[bytes, bytes]) -> None:
         for k, v in carried.items():
             w.txn.put(k, v, db=w.db("meta"))
 
     def set_io_counters(self, w: WriteTx, io: dict[str, int]) -> None:
-        w.txn.put(b"io", codec.dumps({k: io[k] for k in _IO_KEYS}), db=w.db("meta"))
+        meta.put_io_counters(w.txn, w.db("meta"), io)
 
     def set_sequence_floor(self, w: WriteTx, seq: int) -> None:
         """The last sequence is at least ``seq`` from now on (even without events)."""
-        _put_int(w.txn, w.db("meta"), b"seq_floor", seq)
+        meta.put_int(w.txn, w.db("meta"), b"seq_floor", seq)
 
     def set_watermark(self, w: WriteTx, seq: int) -> None:
         """The read models are up to date with the log up to ``seq`` (written at the flush)."""
@@ -449,7 +416,7 @@ class EventStore:
             for name in self.projector.db_specs:
                 w.txn.drop(w.db(name), delete=False)
             self._env.drop_unknown(w.txn)   # an older schema's (may hold deleted text)
-            _put_int(w.txn, w.db("meta"), b"schema_version", self.projector.schema_version)
+            meta.put_int(w.txn, w.db("meta"), b"schema_version", self.projector.schema_version)
             w.memo["bulk"] = True       # projectors may batch their work until the flush
             return self._replay_into(w, 1, progress)
         # the old read models stay until the commit: room for both, so the
