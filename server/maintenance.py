@@ -14,10 +14,20 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from typing import TextIO
 
+from eventstore.errors import ConvMemError, InternalError
 from eventstore.store import EventStore
 from projections.registry import Projector
+
+
+def report(prog: str, exc: ConvMemError) -> None:
+    """An error on stderr: its code and message; for ``INTERNAL_ERROR`` (a bug)
+    the traceback too."""
+    if isinstance(exc, InternalError):
+        traceback.print_exception(exc, file=sys.stderr)
+    print(f"{prog}: {exc.code}: {exc.message}", file=sys.stderr)
 
 
 class Progress:

@@ -16,7 +16,7 @@ import os
 import sys
 
 from eventstore.errors import ConvMemError
-from server.maintenance import differences, dump_projections, replay, run
+from server.maintenance import differences, dump_projections, replay, report, run
 
 __all__ = ["differences", "dump_projections", "main", "replay", "run"]
 
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(os.path.abspath(args.store), verify=args.verify)
     except ConvMemError as exc:
-        print(f"replay: {exc.code}: {exc.message}", file=sys.stderr)
+        report("replay", exc)
         return 2
 
 
