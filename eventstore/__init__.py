@@ -1,1 +1,15 @@
-"""The write side: events, their codec, ids, errors and the LMDB log."""
+"""The write side: events, their codec, ids, errors and the LMDB log.
+
+Modules, each importing only those above it in this list:
+
+    errors        the exception tree; ``decoding()`` for decoders of stored bytes
+    events        one frozen dataclass per fact
+    ids           message ids (ULIDs) as text and as key bytes
+    codec         the byte layout of events and of the log's keys
+    files         owner-only directories and files, fsync, preallocation
+    locks         the directory lock across processes
+    environment   one LMDB environment: transactions, map growth, copies
+    meta          the ``meta`` sub-database's keys and values
+    store         the event log: ``EventStore``, ``Tx``, ``WriteTx``
+    compaction    the log rewritten as one event per live message
+"""

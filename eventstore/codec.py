@@ -31,22 +31,24 @@ import zlib
 
 import cbor2
 
-from .errors import CorruptStoreError
+from .errors import DECODING_ERRORS, CorruptStoreError
 from .events import ROLES, Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from .ids import to_bytes, to_str
 
 _SEQ = struct.Struct(">Q")
 _CRC = struct.Struct(">I")
 VERSION = 2                                   # the schema version events are written in
-_TAGS = {MessageWritten: 1, MessageUpdated: 2, MessageDeleted: 3}
-_NAMES = {cls.TYPE: tag for cls, tag in _TAGS.items()}                 # version 1 tags → version 2's
+_NAMES = {MessageWritten.TYPE: 1, MessageUpdated.TYPE: 2, MessageDeleted.TYPE: 3}  # version 1 tags → 2's
+_CBOR_FAILURES: tuple[type[Exception], ...] = (cbor2.CBORDecodeError, *DECODING_ERRORS)
 
 
 def seq_key(seq: int) -> bytes:
     return _SEQ.pack(seq)
 
 
-def seq_of(key: bytes) -> int:
+def seq_of(key: bytes | memoryview) -> int:
+    if len(key) != _SEQ.size:
+        raise CorruptStoreError("a key of the event log is not 8 bytes")
     return _SEQ.unpack(key)[0]
 
 
@@ -54,8 +56,13 @@ def dumps(value: object) -> bytes:
     return cbor2.dumps(value, canonical=True)
 
 
-def loads(raw: bytes) -> object:
-    return cbor2.loads(raw)
+def loads(raw: bytes | memoryview) -> object:
+    """Decode a stored CBOR value: bytes that are not CBOR are ``CORRUPT_STORE``
+    (the caller still checks the value's shape)."""
+    try:
+        return cbor2.loads(raw)
+    except _CBOR_FAILURES as exc:
+        raise CorruptStoreError(f"a stored record is not valid CBOR ({type(exc).__name__})") from exc
 
 
 def metadata_to_list(meta: Metadata) -> list:
@@ -78,9 +85,11 @@ DEFAULT_METADATA = Metadata()      # decoding gives this one object for default 
 _DEFAULT_METADATA_LIST = metadata_to_list(DEFAULT_METADATA)
 
 
-def metadata_from_list(raw: list) -> Metadata:
+def metadata_from_list(raw: object) -> Metadata:
     """Decode stored metadata, checking every field's type (never trust the bytes)."""
-    if type(raw) is list and raw == _DEFAULT_METADATA_LIST and type(raw[3]) is int:
+    if not (isinstance(raw, list) and len(raw) == len(_DEFAULT_METADATA_LIST)):
+        raise CorruptStoreError("a stored record has a field of the wrong type")
+    if raw == _DEFAULT_METADATA_LIST and type(raw[3]) is int:
         return DEFAULT_METADATA       # the usual value; ``==`` alone would take 50.0 for 50
     tags, tier, kind, importance, tool_call_id, summary, rels, sources = raw
     _check(isinstance(tags, list) and all(isinstance(t, str) for t in tags)
@@ -108,19 +117,19 @@ def _meta_in(raw: object) -> Metadata:
 
 
 def encode_event(event: Event) -> bytes:
-    tag = _TAGS.get(type(event))
-    if tag is None:
-        raise TypeError(f"not an event: {type(event).__name__}")
-    if tag == 1:
-        m = event.message
+    payload: list
+    if type(event) is MessageWritten:
+        tag, m = 1, event.message
         mid = to_bytes(m.message_id)
         payload = [mid, m.session_id, ROLES.index(m.role), m.content, m.timestamp - _id_ms(mid),
                    m.updated_at - m.timestamp, m.revision, _meta_out(m.metadata)]
-    elif tag == 2:
-        payload = [to_bytes(event.message_id), event.revision, event.updated_at,
-                   event.content, _meta_out(event.metadata)]
+    elif type(event) is MessageUpdated:
+        tag, payload = 2, [to_bytes(event.message_id), event.revision, event.updated_at,
+                           event.content, _meta_out(event.metadata)]
+    elif type(event) is MessageDeleted:
+        tag, payload = 3, [to_bytes(event.message_id)]
     else:
-        payload = [to_bytes(event.message_id)]
+        raise TypeError(f"not an event: {type(event).__name__}")
     body = dumps([tag, VERSION, payload])
     return _CRC.pack(zlib.crc32(body)) + body
 
@@ -139,7 +148,7 @@ def _written(payload: list, version: int) -> MessageWritten:
                                   _meta_in(meta)))
 
 
-def decode_event(raw: bytes) -> Event:
+def decode_event(raw: bytes | memoryview) -> Event:
     """Decode one stored event, of either schema version; anything malformed
     is ``CORRUPT_STORE``.
 
@@ -150,7 +159,7 @@ def decode_event(raw: bytes) -> Event:
     if len(raw) < _CRC.size or _CRC.unpack_from(raw)[0] != zlib.crc32(body):
         raise CorruptStoreError("an event in the log failed its checksum")
     try:
-        tag, version, payload = loads(body)
+        tag, version, payload = cbor2.loads(body)
         if version == 1:
             tag = _NAMES.get(tag) if isinstance(tag, str) else None
             meta_in = metadata_from_list

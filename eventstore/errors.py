@@ -7,16 +7,26 @@
     ├── BusyError                BUSY
     ├── StoreIOError             IO_ERROR
     ├── CorruptStoreError        CORRUPT_STORE
+    │   └── DamagedRecordError   (also a ValueError: raised by decoders such as ids.to_str)
     └── InternalError            INTERNAL_ERROR
 
 Messages name the field and the constraint, never the offending value.
 Foreign exceptions (``lmdb.*``, CBOR decoding, ``OSError``) are translated
 exactly once, by :func:`translate`, at the storage boundary.
+
+Only two kinds of failure may say the store is damaged: LMDB or the OS
+reporting one (translated at the boundary), and stored bytes that do not
+decode — which the decoding code reports itself, as ``CorruptStoreError``
+(decode inside :func:`decoding`, or check and raise).  Any other exception is
+a bug of ours: it stays ``INTERNAL_ERROR`` and never marks the store damaged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import struct
+from collections.abc import Iterator
 
 
 class ConvMemError(Exception):
@@ -53,8 +63,37 @@ class CorruptStoreError(ConvMemError):
     code = "CORRUPT_STORE"
 
 
+class DamagedRecordError(CorruptStoreError, ValueError):
+    """Stored bytes of the wrong shape, found by a decoder whose contract is a
+    ``ValueError`` (``ids.to_str``): either ``except`` catches it."""
+
+
 class InternalError(ConvMemError):
     code = "INTERNAL_ERROR"
+
+
+# what decoding malformed bytes raises: ValueError (UnicodeDecodeError among
+# them), struct.error, TypeError and LookupError (a field of the wrong type,
+# an index or key out of range)
+DECODING_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, LookupError, struct.error)
+
+
+@contextlib.contextmanager
+def decoding(what: str) -> Iterator[None]:
+    """Decode stored bytes inside: if they do not decode, ``CORRUPT_STORE``.
+
+        with decoding("a history key"):
+            return _TS.unpack(k[:8])[0], k[8:].decode("utf-8")
+
+    ``what`` names the record.  Keep the block to the decoding itself: a bug
+    inside it would be reported as damage.
+    """
+    try:
+        yield
+    except ConvMemError:
+        raise
+    except DECODING_ERRORS as exc:
+        raise CorruptStoreError(f"{what} could not be decoded ({type(exc).__name__})") from exc
 
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}

@@ -10,6 +10,8 @@ first (two leading zero bits).
 
 from __future__ import annotations
 
+from .errors import DamagedRecordError
+
 _MAX = (1 << 128) - 1
 _DIGITS = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _CROCKFORD = set(_DIGITS)
@@ -50,11 +52,12 @@ def to_bytes(text: str) -> bytes:
 
 
 def to_str(raw: bytes) -> str:
-    """The canonical text of 16 id bytes (``ValueError`` for any other length)."""
+    """The canonical text of 16 stored id bytes; any other length is a damaged
+    record (:class:`DamagedRecordError`: ``CORRUPT_STORE``, and a ``ValueError``)."""
     text = _text_of.get(raw)
     if text is None:
         if len(raw) != 16:
-            raise ValueError("an id is 16 bytes")
+            raise DamagedRecordError("a stored message id is not 16 bytes")
         n = int.from_bytes(raw, "big")
         text = "".join([_PAIRS[(n >> shift) & 1023] for shift in _SHIFTS])
         _remember(text, bytes(raw))       # to_bytes returns bytes, whatever came in

@@ -10,18 +10,23 @@ LMDB discipline, followed everywhere in this package:
 * ``MapFullError`` aborts the transaction, the map is grown once no
   transaction of this process is open, and the whole command is retried;
   ``MapResizedError`` (another process grew the map) is adopted with
-  ``set_mapsize(0)`` the same way (see :mod:`eventstore._locks`);
+  ``set_mapsize(0)`` the same way (see :mod:`eventstore.environment`);
 * indexes hold ids and sequence numbers, never copies of content.
 
 Sub-databases owned here: ``events`` (8-byte big-endian sequence → CBOR event)
-and ``meta`` (format version, projection schema version, watermark, last id,
-sequence floor, logical I/O counters, cursor secret).  The read models are
+and ``meta`` (see :mod:`eventstore.meta`).  The read models are
 owned by a *projector* passed in by the caller; it is applied to every event
 inside the transaction that appends it, so no reader ever sees one without
 the other.  Values a projector rewrites many times in one transaction (the
 statistics) are kept decoded in the transaction's projector *state*
 (:class:`TxState`) and written once, by :meth:`WriteTx.flush`, just before the
 commit.
+
+Errors: :meth:`EventStore.read` and the write transactions translate what
+LMDB and the OS raise (and CBOR that does not decode) into our tree; stored
+bytes of the wrong shape are reported as ``CORRUPT_STORE`` by the code that
+decodes them (:func:`eventstore.errors.decoding`); anything else is a bug and
+is not taken for damage.
 
 Several processes may open one store; each holds a shared ``flock`` for as
 long as it is open, and compaction needs it exclusively (``BUSY`` otherwise).
@@ -33,29 +38,27 @@ import contextlib
 import os
 import random
 import shutil
-import struct
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import cbor2
 import lmdb
 
-from . import codec, ids
-from ._locks import DirectoryLock, RemapGuard
-from .errors import BusyError, ConvMemError, CorruptStoreError, StoreIOError, translate
+from . import codec, files, ids, meta
+from .environment import DATA_FILE, INITIAL_MAP, Environment
+from .errors import ConvMemError, CorruptStoreError, StoreIOError, translate
 from .events import Event
+from .locks import DirectoryLock
+from .meta import FORMAT_VERSION
 
-FORMAT_VERSION = 2
+__all__ = ["COMPACT_DIR", "DATA_FILE", "FORMAT_VERSION", "EventStore", "Projector", "Tx", "WriteTx"]
+
 COMPACT_DIR = "compact.tmp"
-DATA_FILE = "data.mdb"
-_INITIAL_MAP = 64 << 20
-_MAX_MAP = 1 << 40
-_IO_KEYS = ("write_bytes", "write_calls", "flush_calls", "truncate_calls", "replace_calls")
-_LOCK_BYTES = 128 + 256 * 64          # LMDB's lock file for 256 readers
-_BATCH = 2000                         # events per transaction when writing a compacted file
-_CARRIED = (b"last_id", b"secret")   # meta kept across compaction besides counters
+_PROGRESS_EVERY = 2000                # events between two progress reports of a replay
+# what the storage itself raises; anything else inside a transaction is not damage
+_STORAGE_ERRORS = (lmdb.Error, OSError, cbor2.CBORDecodeError)
 
 
 class TxState(Protocol):
@@ -152,21 +155,12 @@ class WriteTx(Tx):
         if self._state is not None:
             self._state.flush(self)
         if self.watermark is not None:
-            _put_int(self.txn, self.dbs["meta"], b"watermark", self.watermark)
+            meta.put_int(self.txn, self.dbs["meta"], b"watermark", self.watermark)
 
     def ended(self) -> None:
         """After the commit or abort."""
         if self._state is not None:
             self._state.close()
-
-
-def _get_int(txn, db, key: bytes, default: int | None = None) -> int | None:
-    raw = txn.get(key, db=db)
-    return default if raw is None else int.from_bytes(raw, "big")
-
-
-def _put_int(txn, db, key: bytes, value: int) -> None:
-    txn.put(key, value.to_bytes(8, "big"), db=db)
 
 
 def _system_clock() -> int:
@@ -177,35 +171,40 @@ class EventStore:
     """An open store directory.  Close it (or use ``with``) before reopening."""
 
     def __init__(self, path: str, projector: Projector, *, clock: Callable[[], int] = _system_clock,
-                 rng: random.Random | None = None, map_size: int = _INITIAL_MAP,
-                 repair: bool = False) -> None:
+                 rng: random.Random | None = None, map_size: int = INITIAL_MAP,
+                 repair: bool = False, private: bool = False) -> None:
         """``repair=True`` (the replay tool) opens a store whose read models are
         ahead of its log or out of date without refusing or recovering it: the
-        caller is about to rebuild them all with :meth:`rebuild_projections`."""
-        self._setup(path, projector, clock, rng or random.SystemRandom(), map_size)
-        self._repair = repair
-        self._open()
+        caller is about to rebuild them all with :meth:`rebuild_projections`.
 
-    def _setup(self, path, projector, clock, rng, map_size) -> None:
+        ``private=True`` opens a directory no other process ever sees (the
+        fresh store compaction writes): no directory lock and no ``lock.mdb``
+        (LMDB maps it sparse, and on a full disk that kills the process).
+        """
         self.path = os.path.abspath(path)
         self.projector = projector
         self.clock = clock
-        self.rng = rng
+        self.rng = rng or random.SystemRandom()
         self.recovered_tail = False
-        self._repair = False
-        self._map_size = map_size
-        self._env: lmdb.Environment | None = None
-        self._dbs: dict[str, object] = {}
+        self._repair = repair
+        self._private = private
+        specs = {"events": {}, "meta": {}, **projector.db_specs}
+        self._env = Environment(self.path, specs, map_size, lock=not private)
         self._lock: DirectoryLock | None = None
-        self._guard = RemapGuard()
+        self._open()
+
+    @property
+    def _dbs(self) -> dict[str, object]:
+        return self._env.dbs
 
     # ----------------------------------------------------------------- opening
     def _open(self) -> None:
         try:
-            _make_private_dir(self.path)
-            self._lock = DirectoryLock(self.path)
-            self._remove_leftover()
-            self._open_env()
+            files.make_private_dir(self.path)
+            if not self._private:
+                self._lock = DirectoryLock(self.path)
+                self._remove_leftover()
+            self._env.open()
             self._verify_and_recover()
         except BaseException as exc:
             self.close()
@@ -217,32 +216,15 @@ class EventStore:
         """Delete what an interrupted compaction left (only when alone)."""
         leftover = os.path.join(self.path, COMPACT_DIR)
         if os.path.exists(leftover):
-            with self._lock.exclusive() as alone:
+            with self.alone() as alone:
                 if alone:
                     shutil.rmtree(leftover)
                     self.recovered_tail = True
 
-    def _open_env(self, lock: bool = True) -> None:
-        """Open the environment; ``lock=False`` only for a private file no other
-        process can see (it then has no ``lock.mdb``)."""
-        names = ["events", "meta", *self.projector.db_specs]
-        if lock:
-            _preallocate(os.path.join(self.path, "lock.mdb"), _LOCK_BYTES)
-        self._env = lmdb.open(self.path, map_size=self._map_size, max_dbs=len(names) + 4,
-                              subdir=True, sync=True, metasync=True, mode=0o600,
-                              max_readers=256, readahead=False, lock=lock)
-        _chmod_private(self.path)
-        if lock:
-            self._env.reader_check()
-        specs = {"events": {}, "meta": {}, **self.projector.db_specs}
-        with self._env.begin(write=True) as txn:
-            self._dbs = {n: self._env.open_db(n.encode(), txn=txn, **flags)
-                         for n, flags in specs.items()}
-
     def _verify_and_recover(self) -> None:
         with self.read() as tx:
-            meta = tx.db("meta")
-            version = _get_int(tx.txn, meta, b"format_version")
+            db = tx.db("meta")
+            version = meta.find_int(tx.txn, db, b"format_version")
             last = self._last_seq(tx.txn)
             if version is None:
                 if last:
@@ -254,8 +236,8 @@ class EventStore:
                     raise CorruptStoreError(
                         f"unsupported store format version {version} (expected {FORMAT_VERSION})")
                 self._check_newest_event(tx)
-                watermark = _get_int(tx.txn, meta, b"watermark", 0)
-                schema = _get_int(tx.txn, meta, b"schema_version", 0)
+                watermark = meta.get_int(tx.txn, db, b"watermark")
+                schema = meta.get_int(tx.txn, db, b"schema_version")
                 if watermark > last and not self._repair:
                     raise CorruptStoreError("projection watermark is ahead of the event log; "
                                             "run `convmem replay` to rebuild the read models")
@@ -271,63 +253,26 @@ class EventStore:
             self.recovered_tail = True
 
     def _initialize(self, w: WriteTx) -> None:
-        meta = w.db("meta")
-        _put_int(w.txn, meta, b"format_version", FORMAT_VERSION)
-        _put_int(w.txn, meta, b"schema_version", self.projector.schema_version)
-        _put_int(w.txn, meta, b"watermark", 0)
-        w.txn.put(b"io", codec.dumps({k: 0 for k in _IO_KEYS}), db=meta)
-        w.txn.put(b"secret", os.urandom(32), db=meta)
+        meta.initialize(w.txn, w.db("meta"), self.projector.schema_version)
 
     # ------------------------------------------------------------ transactions
     @contextlib.contextmanager
     def read(self) -> Iterator[Tx]:
-        """A short read transaction (adopts a map grown by another process)."""
-        with self._transaction(write=False) as txn:
-            try:
-                yield Tx(txn, self._dbs)
-            except ConvMemError:
-                raise
-            except (lmdb.BadTxnError, ValueError, struct.error) as exc:
-                # stored bytes of the wrong shape (a key of the wrong length, a value
-                # that is not UTF-8, a page LMDB cannot use): the store is damaged
-                raise CorruptStoreError("reading the store: a stored record is damaged "
-                                        f"({type(exc).__name__}); run `convmem replay`") from exc
-            except (lmdb.Error, OSError, cbor2.CBORDecodeError) as exc:
-                raise translate(exc, "reading the store") from exc
+        """A short read transaction (adopts a map grown by another process).
 
-    @contextlib.contextmanager
-    def _transaction(self, write: bool) -> Iterator[lmdb.Transaction]:
-        """Begin; on leaving, commit a write that raised nothing, abort anything else."""
-        txn = self._begin(write)
+        What LMDB or the OS raise inside is translated (a transaction LMDB
+        gave up on, after meeting a damaged page, is ``CORRUPT_STORE``);
+        anything else passes through unchanged: damaged records are reported
+        by their decoders, and any other exception is a bug, not damage.
+        """
         try:
-            yield txn
-            if write:
-                txn.commit()
-        finally:
-            txn.abort()              # no effect after a commit
-            self._guard.leave()
-
-    def _begin(self, write: bool) -> lmdb.Transaction:
-        """A new transaction, entered in the remap guard (the caller leaves it)."""
-        for _ in range(8):
-            self._guard.enter()
-            try:
-                if self._env is None:
-                    raise StoreIOError("the store is closed")
-                return self._env.begin(write=write)
-            except lmdb.MapResizedError:
-                self._guard.leave()
-            except lmdb.ReadersFullError:
-                self._guard.leave()
-                if self._env.reader_check() == 0:      # no dead process's slot to reclaim
-                    raise StoreIOError("too many processes or threads have the store open at once")
-                continue
-            except BaseException:
-                self._guard.leave()
-                raise
-            with self._guard.exclusive():
-                self._env.set_mapsize(0)
-        raise StoreIOError("the map keeps being resized by another process")
+            with self._env.transaction(write=False) as txn:
+                yield Tx(txn, self._dbs)
+        except lmdb.BadTxnError as exc:
+            raise CorruptStoreError("reading the store: LMDB gave up on a damaged page "
+                                    f"({type(exc).__name__}); run `convmem replay`") from exc
+        except _STORAGE_ERRORS as exc:
+            raise translate(exc, "reading the store") from exc
 
     def execute(self, command: Callable[[WriteTx], object]):
         """Run ``command`` in one durable write transaction and return its result.
@@ -339,15 +284,22 @@ class EventStore:
         """
         return self._run(command, "writing to the store", count_io=True)
 
+    def maintain(self, fn: Callable[[WriteTx], object], action: str):
+        """Like :meth:`execute`, for maintenance (compaction): not counted as a
+        logical write; ``action`` names the work in error messages."""
+        return self._run(fn, action)
+
     def _run(self, fn: Callable[[WriteTx], object], action: str, count_io: bool = False):
         """``fn`` in one write transaction, retried after growing a full map.
 
         Maintenance (replay, compaction) passes ``count_io=False``: only
-        commands count as logical writes.
+        commands count as logical writes.  What LMDB and the OS raise is
+        translated; any other exception (a bug) becomes ``INTERNAL_ERROR``
+        with the original as its cause — never ``CORRUPT_STORE``.
         """
         for _ in range(64):
             try:
-                with self._transaction(write=True) as txn:
+                with self._env.transaction(write=True) as txn:
                     w = WriteTx(txn, self._dbs, store=self)
                     try:
                         result = fn(w)
@@ -358,7 +310,7 @@ class EventStore:
                         w.ended()
                 return result
             except lmdb.MapFullError:
-                self._grow()
+                self._env.grow()
             except ConvMemError:
                 raise
             except Exception as exc:
@@ -370,22 +322,12 @@ class EventStore:
         io["write_calls"] += 1
         io["write_bytes"] += sum(size for _, size in w.appended)
         io["flush_calls"] += 1
-        w.txn.put(b"io", codec.dumps(io), db=w.db("meta"))
-
-    def _grow(self, at_least: int = 0) -> None:
-        with self._guard.exclusive():
-            size = max(self._env.info()["map_size"] * 2, _INITIAL_MAP)
-            while size < at_least:
-                size *= 2
-            if size > _MAX_MAP:
-                raise StoreIOError("writing to the store: the map reached its maximum size")
-            self._env.set_mapsize(size)
-            self._map_size = size
+        self.set_io_counters(w, io)
 
     # ------------------------------------------------------------------ reads
     def _last_seq(self, txn) -> int:
         """The newest sequence number; never goes back, compaction included."""
-        floor = _get_int(txn, self._dbs["meta"], b"seq_floor", 0)
+        floor = meta.get_int(txn, self._dbs["meta"], b"seq_floor")
         with txn.cursor(db=self._dbs["events"]) as cur:
             return max(codec.seq_of(cur.key()) if cur.last() else 0, floor)
 
@@ -397,17 +339,23 @@ class EventStore:
     def last_sequence(self, tx: Tx) -> int:
         return self._last_seq(tx.txn)
 
+    def event_count(self, tx: Tx) -> int:
+        """Events in the log (fewer than :meth:`last_sequence` after a compaction)."""
+        return tx.txn.stat(tx.db("events"))["entries"]
+
+    def format_version(self, tx: Tx) -> int:
+        """The format version the store was written in (checked when it opened)."""
+        return meta.get_int(tx.txn, tx.db("meta"), b"format_version", FORMAT_VERSION)
+
     def secret(self, tx: Tx) -> bytes:
         """A random per-store key (for signing cursors); stable across compaction."""
-        return tx.txn.get(b"secret", db=tx.db("meta")) or b""
+        return bytes(tx.txn.get(b"secret", db=tx.db("meta")) or b"")
 
     def watermark(self, tx: Tx) -> int:
-        return _get_int(tx.txn, tx.db("meta"), b"watermark", 0)
+        return meta.get_int(tx.txn, tx.db("meta"), b"watermark")
 
     def io_counters(self, txn) -> dict[str, int]:
-        raw = txn.get(b"io", db=self._dbs["meta"])
-        found = codec.loads(raw) if raw else {}
-        return {k: found.get(k, 0) for k in _IO_KEYS}
+        return meta.io_counters(txn, self._dbs["meta"])
 
     def iter_events(self, tx: Tx, start: int = 1) -> Iterator[tuple[int, Event, int]]:
         with tx.txn.cursor(db=tx.db("events")) as cur:
@@ -427,6 +375,31 @@ class EventStore:
         except OSError:
             return 0
 
+    @property
+    def map_size(self) -> int:
+        return self._env.map_size
+
+    # ------------------------------------------------------------------ meta
+    def carried_meta(self, tx: Tx) -> dict[bytes, bytes]:
+        """The meta a compacted copy keeps besides the counters: the last id and
+        the cursor secret (see :meth:`restore_meta`)."""
+        return meta.carried(tx.txn, tx.db("meta"))
+
+    def restore_meta(self, w: WriteTx, carried: dict[bytes, bytes]) -> None:
+        for k, v in carried.items():
+            w.txn.put(k, v, db=w.db("meta"))
+
+    def set_io_counters(self, w: WriteTx, io: dict[str, int]) -> None:
+        meta.put_io_counters(w.txn, w.db("meta"), io)
+
+    def set_sequence_floor(self, w: WriteTx, seq: int) -> None:
+        """The last sequence is at least ``seq`` from now on (even without events)."""
+        meta.put_int(w.txn, w.db("meta"), b"seq_floor", seq)
+
+    def set_watermark(self, w: WriteTx, seq: int) -> None:
+        """The read models are up to date with the log up to ``seq`` (written at the flush)."""
+        w.watermark = seq
+
     # ----------------------------------------------------------------- replay
     def rebuild_projections(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Drop every read model and rebuild it from the log alone.
@@ -437,31 +410,14 @@ class EventStore:
         def rebuild(w: WriteTx) -> int:
             for name in self.projector.db_specs:
                 w.txn.drop(w.db(name), delete=False)
-            self._drop_obsolete(w)
-            _put_int(w.txn, w.db("meta"), b"schema_version", self.projector.schema_version)
+            self._env.drop_unknown(w.txn)   # an older schema's (may hold deleted text)
+            meta.put_int(w.txn, w.db("meta"), b"schema_version", self.projector.schema_version)
             w.bulk = True               # projectors may hold their work until the flush
             return self._replay_into(w, 1, progress)
         # the old read models stay until the commit: room for both, so the
         # replay is not run out of map (and started again) half way
-        info = self._env.info()
-        used = (info["last_pgno"] + 1) * self._env.stat()["psize"]
-        if info["map_size"] < 2 * used + _INITIAL_MAP:
-            self._grow(2 * used + _INITIAL_MAP)
+        self._env.reserve(2 * self._env.used_bytes() + INITIAL_MAP)
         return self._run(rebuild, "rebuilding the read models")
-
-    def _drop_obsolete(self, w: WriteTx) -> None:
-        """Delete sub-databases an older projection schema left behind (they may
-        hold text of deleted messages, e.g. a former tag index)."""
-        with w.txn.cursor() as cur:
-            names = [k.decode("utf-8", "replace") for k in cur.iternext(values=False)]
-        for name in set(names) - set(self._dbs):
-            for flags in ({}, {"dupsort": True}, {"dupsort": True, "dupfixed": True}):
-                try:
-                    handle = self._env.open_db(name.encode(), txn=w.txn, create=False, **flags)
-                except lmdb.IncompatibleError:
-                    continue
-                w.txn.drop(handle, delete=True)
-                break
 
     def _replay_into(self, w: WriteTx, start: int, progress=None) -> int:
         """Apply the log from ``start`` on; the watermark ends at the last sequence.
@@ -469,39 +425,44 @@ class EventStore:
         ``progress(done, total)`` counts events, whatever their sequence numbers.
         """
         last, done = self._last_seq(w.txn), 0
-        total = w.txn.stat(w.db("events"))["entries"] if progress else 0
+        total = self.event_count(w) if progress else 0
         for seq, event, size in self.iter_events(w, start):
             self.projector.apply(w, seq, event, size)
             done += 1
-            if progress and done % _BATCH == 0:
+            if progress and done % _PROGRESS_EVERY == 0:
                 progress(done, total)
         if progress:
             progress(done, total)
-        w.watermark = last
+        self.set_watermark(w, last)
         return done
 
-    # ------------------------------------------------------------- compaction
-    def compact(self, live: Callable[[Tx], tuple[int, Iterable[Event]]]) -> dict[str, int]:
-        """Rewrite the log as one event per live message into a fresh file.
-
-        ``live(tx)`` returns the number of live messages and an iterator of
-        re-materialized events.  Needs the store alone (``BUSY`` otherwise).
-        See :mod:`eventstore._compaction`.
-        """
-        from ._compaction import compact
+    # ------------------------------------------------------ the files
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[bool]:
+        """Yields True while this process holds the store alone (no other
+        process has it open, nor can open it), else False."""
         if self._lock is None:
             raise StoreIOError("the store is closed")
         with self._lock.exclusive() as alone:
-            if not alone:
-                raise BusyError("rebuild_index needs the store alone: another process has it open")
-            return compact(self, live)
+            yield alone
+
+    def replace_data_file(self, source: str) -> None:
+        """Atomically replace the store's data file by ``source`` (written by a
+        ``private`` store, closed) and reopen it; no transaction of this process
+        may be open.  On a failure before the rename the old file stays in use."""
+        self._env.replace_data_file(source)
+
+    def copy_to(self, target: str) -> None:
+        """A consistent copy of the store's data into the empty directory ``target``."""
+        self._env.copy(target)
+
+    def sync(self) -> None:
+        """Flush everything to disk (a ``private`` store commits without a lock file)."""
+        self._env.sync()
 
     # ---------------------------------------------------------------- closing
     def close(self) -> None:
-        if self._env is not None:
-            with self._guard.exclusive():
-                self._env.close()
-                self._env = None
+        self._env.close()
         if self._lock is not None:
             self._lock.close()
             self._lock = None
@@ -511,52 +472,3 @@ class EventStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _make_private_dir(path: str) -> None:
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    _chmod_private(path)
-
-
-def _chmod_private(path: str) -> None:
-    """Directory 0700 and every file directly in it 0600, whatever the umask."""
-    if os.stat(path).st_mode & 0o077:
-        os.chmod(path, 0o700)
-    for name in os.listdir(path):
-        full = os.path.join(path, name)
-        if os.path.isfile(full) and os.stat(full).st_mode & 0o077:
-            os.chmod(full, 0o600)
-
-
-def _preallocate(path: str, size: int) -> None:
-    """Create ``path`` with ``size`` allocated bytes, unless it exists.
-
-    LMDB creates its lock file sparse and maps it: on a full disk the first
-    touch of a page kills the process with SIGBUS.  Allocating it here turns
-    that into ``ENOSPC`` (``IO_ERROR``).  An existing file is left alone: it
-    may be open in this process, and closing any descriptor of it would drop
-    LMDB's POSIX locks.
-    """
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
-    try:
-        written = 0
-        while written < size:                  # zeros, not a hole: the blocks get allocated
-            written += os.write(fd, bytes(size - written))
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(path)
-        raise
-    os.close(fd)
-
-
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-

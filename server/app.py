@@ -4,7 +4,8 @@
 runs the tool's handler in a worker thread — writes on one dedicated writer
 thread, reads concurrently — and wraps its JSON in one ``TextContent``.
 Application errors become ``isError`` results with SPEC's error body;
-anything unexpected becomes ``INTERNAL_ERROR`` with the traceback on stderr.
+anything unexpected becomes ``INTERNAL_ERROR`` with the traceback on stderr
+(so does an ``InternalError`` the store made of a bug: its cause is logged).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import anyio
 import mcp.types as types
 from mcp.server.lowlevel import Server
 
-from eventstore.errors import ConvMemError
+from eventstore.errors import ConvMemError, InternalError
 
 from . import render
 from .service import MemoryService
@@ -76,13 +77,17 @@ async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResu
     if spec is None:
         return error_result("VALIDATION_ERROR", "name: is not one of the seven tools")
     if state.service is None:
-        return error_result(state.open_error.code, state.open_error.message)
+        error = state.open_error or InternalError("the store is not open")
+        return error_result(error.code, error.message)
     work = functools.partial(spec.handler, state.service, arguments)
     try:
         if spec.writes:
             body = await on_writer(state.writer, work)
         else:
             body = await anyio.to_thread.run_sync(work)
+    except InternalError as exc:         # a bug the store caught: its cause's traceback to stderr
+        log.error("internal error in %s", name, exc_info=exc)
+        return error_result(exc.code, exc.message)
     except ConvMemError as exc:
         return error_result(exc.code, exc.message)
     except Exception:
@@ -181,6 +186,8 @@ def _unreadable_reply(exc: Exception) -> types.JSONRPCError | None:
         with contextlib.suppress(Exception):
             line = errors()[0].get("input")
     try:
+        if not isinstance(line, (str, bytes, bytearray)):
+            raise TypeError("no line")
         message = json.loads(line)
     except (TypeError, ValueError):
         return _error(None, types.PARSE_ERROR, "Parse error: the line is not JSON")

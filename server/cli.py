@@ -18,6 +18,7 @@ import sys
 
 from eventstore.errors import ConvMemError
 
+from .maintenance import report, run
 from .service import MemoryService, default_store_path
 
 
@@ -54,10 +55,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "health":
             return _health(store)
-        from tools.replay import run
         return run(store, verify=args.verify)
     except ConvMemError as exc:
-        print(f"convmem: {exc.code}: {exc.message}", file=sys.stderr)
+        report("convmem", exc)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import replace
 
+from eventstore.compaction import compact
 from eventstore.errors import (
     ConflictError,
     ConvMemError,
@@ -26,9 +27,11 @@ from eventstore.errors import (
 from eventstore.events import KINDS, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.ids import to_str
 from eventstore.store import EventStore, Tx, WriteTx
-from projections import history, messages, relations, search, sessions, stats
-from projections import index as terms
-from projections.index import DEFAULT as DEFAULT_INDEX
+from projections import history as history_index
+from projections import index as term_index
+from projections import messages, relations, stats
+from projections import search as search_index
+from projections import sessions as session_index
 from projections.index import IndexConfig
 from projections.registry import Projector
 
@@ -40,7 +43,7 @@ CONTEXT_CAP = 50
 
 
 class MemoryService:
-    def __init__(self, path: str, *, index_config: IndexConfig = DEFAULT_INDEX, **store_options) -> None:
+    def __init__(self, path: str, *, index_config: IndexConfig = term_index.DEFAULT, **store_options) -> None:
         """``index_config``: the term index's knobs (tests use small ones)."""
         self.path = path
         self.store = EventStore(path, Projector(index_config), **store_options)
@@ -81,7 +84,7 @@ class MemoryService:
                 return False, msg
             updated_at = max(w.now_ms(), old.updated_at)
             w.append(MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta))
-            return True, replace(msg, content=content if new_content is not None else msg.content,
+            return True, replace(msg, content=msg.content if new_content is None else new_content,
                                  metadata=meta, revision=old.revision + 1, updated_at=updated_at)
         changed, msg = self._write(command)
         return {"status": "OK", "changed": changed, "message": render.message(msg)}
@@ -121,7 +124,7 @@ class MemoryService:
             secret = self.store.secret(tx)
             start = cursors.decode(secret, cursor, "history", session_id) if cursor is not None else None
             load = lambda mid: render.message(messages.load(tx, messages.get(tx, mid)))
-            pairs, more = render.page(history.after(tx, session_id, start, limit + 1), load, limit)
+            pairs, more = render.page(history_index.after(tx, session_id, start, limit + 1), load, limit)
             page = [item for _, item in pairs]
             out: dict = {"status": "OK", "history": page}
             if more:
@@ -145,11 +148,11 @@ class MemoryService:
             state = self._live(tx, message_id, None)
             walk = _ContextWalk(tx)
             focal = walk.take(message_id)
-            nearest_first = reversed(history.before(tx, state.session_id, message_id, before))
+            nearest_first = reversed(history_index.before(tx, state.session_id, message_id, before))
             older = [walk.take(m) for m in nearest_first][::-1]
-            newer = [walk.take(m) for m in history.after(tx, state.session_id, message_id, after)]
+            newer = [walk.take(m) for m in history_index.after(tx, state.session_id, message_id, after)]
             rels = walk.relations(message_id, depth, types)
-            entry = sessions.get(tx, state.session_id)
+            entry = session_index.get(tx, state.session_id)
         return {"status": "OK", "message": focal,
                 "chronological_context": {"before": [m for m in older if m is not None],
                                           "after": [m for m in newer if m is not None]},
@@ -161,7 +164,7 @@ class MemoryService:
         with self._read() as tx:
             secret = self.store.secret(tx)
             start = bytes.fromhex(cursors.decode(secret, cursor, "sessions", "")) if cursor is not None else None
-            pairs, more = render.page(sessions.ordered(tx, start),
+            pairs, more = render.page(session_index.ordered(tx, start),
                                       lambda ks: self._session_entry(tx, ks[1]), limit)
             page = [item for _, item in pairs]
             out: dict = {"status": "OK", "sessions": page}
@@ -171,11 +174,11 @@ class MemoryService:
 
     @staticmethod
     def _session_entry(tx: Tx, sid: str) -> dict:
-        entry = sessions.get(tx, sid)
+        entry = session_index.get(tx, sid)
         if entry is None:
             raise CorruptStoreError("a session is listed in the session order but has no record")
         count, kinds, started, last = entry
-        ends = history.first_last(tx, sid)
+        ends = history_index.first_last(tx, sid)
         if ends is None:
             raise CorruptStoreError("a session is listed whose history is empty")
         latest = messages.required(messages.get(tx, ends[1]))
@@ -183,10 +186,10 @@ class MemoryService:
         return {"session_id": sid, "message_count": count, "kind_counts": dict(zip(KINDS, kinds)),
                 "representative_summary": summary, "started_at": started, "last_message_at": last}
 
-    def search(self, query: str, flt: search.Filters, context_size: int, limit: int) -> dict:
+    def search(self, query: str, flt: search_index.Filters, context_size: int, limit: int) -> dict:
         with self._read() as tx:
-            hits = search.search(tx, query, flt, limit)
-            budget, results = render.Budget(), []
+            hits = search_index.search(tx, query, flt, limit)
+            budget, results = render.Budget(), list[dict]()
             for hit in hits:
                 item = self._result(tx, hit)
                 if context_size:
@@ -199,12 +202,12 @@ class MemoryService:
         return {"status": "OK", "results": results}
 
     @staticmethod
-    def _result(tx: Tx, hit: search.Hit) -> dict:
-        state = messages.get(tx, hit.doc.message_id)
+    def _result(tx: Tx, hit: search_index.Hit) -> dict:
+        state = messages.required(messages.get(tx, hit.doc.message_id))
         item = render.message(messages.load(tx, state))
         item["score"] = hit.score
         item["score_breakdown"] = hit.breakdown
-        item["matched_fields"] = [f for f in terms.FIELDS if hit.breakdown[f] > 0]
+        item["matched_fields"] = [f for f in term_index.FIELDS if hit.breakdown[f] > 0]
         item["relation_count"] = relations.count(tx, state.message_id)
         return item
 
@@ -213,8 +216,8 @@ class MemoryService:
         """Fill ``context_preview`` nearest neighbours first, as far as the budget allows."""
         sid, mid = item["session_id"], item["message_id"]
         preview = item["context_preview"]
-        for side, ids in (("before", reversed(history.before(tx, sid, mid, size))),
-                          ("after", history.after(tx, sid, mid, size))):
+        for side, ids in (("before", reversed(history_index.before(tx, sid, mid, size))),
+                          ("after", history_index.after(tx, sid, mid, size))):
             for other in ids:
                 neighbour = render.message(messages.load(tx, messages.get(tx, other)))
                 if not budget.take(neighbour):
@@ -226,7 +229,7 @@ class MemoryService:
     def rebuild(self) -> dict:
         with self._lock.exclusive():
             try:
-                result = self.store.compact(self._live_events)
+                result = compact(self.store, self._live_events)
             except (StoreIOError, CorruptStoreError) as exc:
                 self.last_error = exc.message
                 raise
@@ -237,7 +240,8 @@ class MemoryService:
     def _live_events(tx: Tx) -> tuple[int, Iterator[MessageWritten]]:
         def events() -> Iterator[MessageWritten]:
             with tx.txn.cursor(db=tx.db(messages.DB)) as cur:
-                for raw_id in cur.iternext(values=False):
+                for key in cur.iternext(values=False):
+                    raw_id = bytes(key)
                     state = messages.get_raw_id(tx, raw_id, to_str(raw_id))
                     yield MessageWritten(messages.load(tx, state))
         return stats.read(tx)["active"], events()
@@ -247,16 +251,17 @@ class MemoryService:
             st = stats.read(tx)
             size = lambda *names: sum(self.store.db_bytes(tx, n) for n in names)
             estimate = {
-                "store_entries_bytes": size(messages.DB, terms.DOCS),
+                "store_entries_bytes": size(messages.DB, term_index.DOCS),
                 "body_bytes": st["body_bytes"], "metadata_bytes": st["metadata_bytes"],
-                "search_index_bytes": size(*(n for n in terms.SPECS if n != terms.DOCS)),
-                "history_index_bytes": size(*history.SPECS, *sessions.SPECS),
+                "search_index_bytes": size(*(n for n in term_index.SPECS if n != term_index.DOCS)),
+                "history_index_bytes": size(*history_index.SPECS, *session_index.SPECS),
                 "relation_index_bytes": size(*relations.SPECS)}
             last = self.store.last_sequence(tx)
             report = {
-                "status": "DEGRADED" if self.last_error else "OK", "format_version": 2,
+                "status": "DEGRADED" if self.last_error else "OK",
+                "format_version": self.store.format_version(tx),
                 "log_size": size("events"), "snapshot_size": size(*Projector.db_specs),
-                "active_messages": st["active"], "session_count": sessions.count(tx),
+                "active_messages": st["active"], "session_count": session_index.count(tx),
                 "deleted_messages": st["deleted"], "last_sequence": last,
                 "update_records": st["updates"], "dead_bytes": st["dead_bytes"],
                 "memory_estimate": {"total_bytes": sum(estimate.values()), **estimate},
@@ -288,7 +293,7 @@ class _ContextWalk:
         return item
 
     def relations(self, focal: str, depth: int, types: frozenset[str]) -> list[dict]:
-        seen, out, frontier = {focal}, [], [focal]
+        seen, out, frontier = {focal}, list[dict](), [focal]
         for level in range(1, depth + 1):
             nxt = []
             for node in frontier:

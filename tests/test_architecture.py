@@ -1,4 +1,5 @@
-"""Dependencies point one way: server → projections → eventstore; only the MCP layer sees mcp."""
+"""Dependencies point one way: server → projections → eventstore; only the MCP layer sees mcp;
+nothing in the layers imports tools/, and no module of the layers imports itself through others."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = ("eventstore", "projections", "server", "tools")
+LAYERS = ("eventstore", "projections", "server")
 MCP_ALLOWED = {"server/app.py"}     # the MCP translation layer
 # tools/ is outside the layers: its benchmarks and crash loops drive the server
-# from the outside as MCP clients, and nothing in the layers imports tools/.
+# from the outside as MCP clients, and nothing in the layers imports tools/
+# (what the CLI needs of maintenance lives in server/maintenance.py).
 
 
 def modules(package: str) -> list[str]:
@@ -21,10 +24,14 @@ def modules(package: str) -> list[str]:
     return sorted(out)
 
 
+def _tree(path: str) -> ast.Module:
+    with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+        return ast.parse(fh.read(), filename=path)
+
+
 def imported(path: str) -> set[str]:
     """Top-level names of every module imported anywhere in the file (relative ones resolved)."""
-    with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
-        tree = ast.parse(fh.read(), filename=path)
+    tree = _tree(path)
     package = path.split(os.sep)[0]
     names = set()
     for node in ast.walk(tree):
@@ -55,7 +62,12 @@ def test_nothing_below_the_server_imports_the_server(path):
     assert "server" not in imported(path)
 
 
-@pytest.mark.parametrize("path", [p for pkg in ("eventstore", "projections", "server") for p in modules(pkg)])
+@pytest.mark.parametrize("path", [p for pkg in LAYERS for p in modules(pkg)])
+def test_nothing_in_the_layers_imports_tools(path):
+    assert "tools" not in imported(path)
+
+
+@pytest.mark.parametrize("path", [p for pkg in LAYERS for p in modules(pkg)])
 def test_only_the_mcp_layer_imports_mcp(path):
     if path.replace(os.sep, "/") not in MCP_ALLOWED:
         assert "mcp" not in imported(path)
@@ -67,3 +79,85 @@ def test_the_import_walker_sees_relative_and_nested_imports(tmp_path, monkeypatc
     (pkg / "x.py").write_text("from . import codec\ndef f():\n    import mcp.types\n    from server import app\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", str(tmp_path))
     assert imported(os.path.join("eventstore", "x.py")) == {"eventstore", "mcp", "server"}
+
+
+# ------------------------------------------------------------------ cycles
+def module_name(path: str) -> str:
+    parts = path[:-len(".py")].split(os.sep)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports(path: str, known: set[str]) -> set[str]:
+    """The modules among ``known`` that the file imports anywhere, by full name
+    (``from pkg import mod`` is the module ``pkg.mod``; relative imports resolved)."""
+    name = module_name(path)
+    package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+    found = set()
+
+    def ours(dotted: str) -> str | None:
+        while dotted and dotted not in known:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    for node in ast.walk(_tree(path)):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            base = ".".join(p for p in (base, node.module or "") if p)
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+        found |= {m for m in map(ours, targets) if m is not None}
+    return found - {name}
+
+
+def import_cycles(packages=LAYERS) -> list[list[str]]:
+    """Every set of modules that import one another in a circle (Tarjan's strongly
+    connected components of more than one module)."""
+    paths = [p for pkg in packages for p in modules(pkg)]
+    known = {module_name(p) for p in paths}
+    graph = {module_name(p): module_imports(p, known) for p in paths}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_module_of_the_layers_imports_itself_through_others():
+    assert import_cycles() == []
+
+
+def test_the_cycle_finder_sees_a_cycle_through_relative_and_nested_imports(tmp_path, monkeypatch):
+    pkg = tmp_path / "eventstore"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("def f():\n    from .c import thing\n")
+    (pkg / "c.py").write_text("import eventstore.a\n")
+    (pkg / "d.py").write_text("from eventstore import a, c\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", str(tmp_path))
+    assert import_cycles(("eventstore",)) == [["eventstore.a", "eventstore.b", "eventstore.c"]]

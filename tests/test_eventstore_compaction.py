@@ -10,6 +10,7 @@ import sys
 import pytest
 from strategies import open_service, write
 
+from eventstore.compaction import compact
 from eventstore.errors import BusyError, StoreIOError
 from eventstore.store import COMPACT_DIR
 from projections.search import Filters
@@ -225,6 +226,6 @@ def test_a_compaction_that_fails_while_writing_leaves_the_old_store_and_no_tempo
             raise OSError(5, "Input/output error")
         return 3, events()
     with pytest.raises(StoreIOError):
-        svc.store.compact(broken)
+        compact(svc.store, broken)
     assert not os.path.exists(os.path.join(store_path, COMPACT_DIR))
     assert svc.history("s", 100, None) == history

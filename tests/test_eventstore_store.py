@@ -249,9 +249,9 @@ def test_the_map_grows_when_a_write_does_not_fit(store_path):
     svc = open_service(store_path, map_size=TINY_MAP)
     try:
         written = [write(svc, "first")]
-        start = svc.store._env.info()["map_size"]
+        start = svc.store.map_size
         written += [write(svc, f"message {i} " + "x" * 2000) for i in range(59)]
-        assert svc.store._env.info()["map_size"] > start
+        assert svc.store.map_size > start
         got = svc.history("s", 100, None)["history"]
         assert [m["message_id"] for m in got] == written
         assert svc.health()["active_messages"] == 60
@@ -262,7 +262,7 @@ def test_the_map_grows_when_a_write_does_not_fit(store_path):
 def test_a_read_transaction_open_in_another_thread_survives_the_map_growing(store_path):
     svc = open_service(store_path, map_size=TINY_MAP)
     first = write(svc, "first")
-    start = svc.store._env.info()["map_size"]
+    start = svc.store.map_size
     inside, release, errors = threading.Event(), threading.Event(), []
 
     def reader():
@@ -283,12 +283,12 @@ def test_a_read_transaction_open_in_another_thread_survives_the_map_growing(stor
     t_write = threading.Thread(target=writer)
     t_write.start()
     # The writer must grow the map, and can only do so once the reader is done.
-    while not svc.store._guard.waiting and t_write.is_alive():
+    while not svc.store._env.guard.waiting and t_write.is_alive():
         t_write.join(0.005)
     release.set()
     t_read.join()
     t_write.join()
-    grown = svc.store._env.info()["map_size"]
+    grown = svc.store.map_size
     svc.close()
     assert errors == []
     assert grown > start

@@ -1,6 +1,6 @@
-"""The two locks around an LMDB environment.
+"""The lock across processes around a store directory.
 
-``DirectoryLock`` (across processes): every process that has the store open
+``DirectoryLock``: every process that has the store open
 holds a shared ``flock`` on ``convmem.lock``; compaction and the clean-up of a
 leftover compaction directory need it exclusively.  Linux turns a failed
 non-blocking shared→exclusive conversion into *no lock at all* (the shared
@@ -9,12 +9,8 @@ lock is dropped first), so an attempt is made only while holding the
 process tries, no other can, and no process ever works on the store unlocked
 for longer than that attempt.
 
-``RemapGuard`` (across threads of one process): ``set_mapsize`` and ``close``
-must not run while any transaction of this process is open (py-lmdb
-invalidates them).  Transactions enter the guard shared; growing the map,
-adopting another process's growth and closing wait until none is open.  It
-prefers transactions, so a thread may nest them; it must never grow the map
-while it holds one itself.
+The lock within one process around the environment is
+:class:`eventstore.environment.RemapGuard`.
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import threading
 from collections.abc import Iterator
 
 LOCK_FILE = "convmem.lock"
@@ -72,30 +67,3 @@ class DirectoryLock:
             if fd is not None:
                 os.close(fd)
                 setattr(self, name, None)
-
-
-class RemapGuard:
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._open = 0
-        self.waiting = 0          # threads waiting to remap or close (for tests and health)
-
-    def enter(self) -> None:
-        with self._cond:
-            self._open += 1
-
-    def leave(self) -> None:
-        with self._cond:
-            self._open -= 1
-            if not self._open:
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """No transaction of this process is open, nor can one begin, inside."""
-        with self._cond:
-            self.waiting += 1
-            while self._open:
-                self._cond.wait()
-            self.waiting -= 1
-            yield

@@ -1,0 +1,72 @@
+"""The ``meta`` sub-database: the store's own values, one key each.
+
+=================  ==========================================================
+key                value
+=================  ==========================================================
+``format_version`` 8-byte big-endian int: the layout of the whole store
+``schema_version`` 8-byte int: the projections' schema the read models follow
+``watermark``      8-byte int: the last sequence the read models include
+``seq_floor``      8-byte int: the last sequence is never below it (compaction)
+``last_id``        16 bytes: the greatest message id given so far
+``secret``         32 random bytes: the key that signs paging cursors
+``io``             CBOR map of the logical I/O counters (:data:`IO_KEYS`)
+=================  ==========================================================
+
+Every reader checks the shape of what it reads: damage is ``CORRUPT_STORE``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import codec
+from .errors import CorruptStoreError
+
+FORMAT_VERSION = 2
+IO_KEYS = ("write_bytes", "write_calls", "flush_calls", "truncate_calls", "replace_calls")
+CARRIED = (b"last_id", b"secret")   # kept across compaction besides the counters
+
+
+def find_int(txn, db, key: bytes) -> int | None:
+    raw = txn.get(key, db=db)
+    if raw is None:
+        return None
+    if len(raw) != 8:
+        raise CorruptStoreError("a number in the store's meta is not 8 bytes")
+    return int.from_bytes(raw, "big")
+
+
+def get_int(txn, db, key: bytes, default: int = 0) -> int:
+    found = find_int(txn, db, key)
+    return default if found is None else found
+
+
+def put_int(txn, db, key: bytes, value: int) -> None:
+    txn.put(key, value.to_bytes(8, "big"), db=db)
+
+
+def initialize(txn, db, schema_version: int) -> None:
+    """The meta of a new, empty store."""
+    put_int(txn, db, b"format_version", FORMAT_VERSION)
+    put_int(txn, db, b"schema_version", schema_version)
+    put_int(txn, db, b"watermark", 0)
+    put_io_counters(txn, db, dict.fromkeys(IO_KEYS, 0))
+    txn.put(b"secret", os.urandom(32), db=db)
+
+
+def io_counters(txn, db) -> dict[str, int]:
+    raw = txn.get(b"io", db=db)
+    found = codec.loads(raw) if raw else {}
+    if not (isinstance(found, dict) and all(type(v) is int for v in found.values())):
+        raise CorruptStoreError("the store's I/O counters are not a map of numbers")
+    return {k: found.get(k, 0) for k in IO_KEYS}
+
+
+def put_io_counters(txn, db, io: dict[str, int]) -> None:
+    txn.put(b"io", codec.dumps({k: io[k] for k in IO_KEYS}), db=db)
+
+
+def carried(txn, db) -> dict[bytes, bytes]:
+    """The values of :data:`CARRIED` that are set."""
+    found = {k: txn.get(k, db=db) for k in CARRIED}
+    return {k: bytes(v) for k, v in found.items() if v is not None}
