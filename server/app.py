@@ -77,7 +77,7 @@ async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResu
         return error_result("VALIDATION_ERROR", "name: is not one of the seven tools")
     if state.service is None:
         return error_result(state.open_error.code, state.open_error.message)
-    work = functools.partial(spec.handler, state.service, arguments)
+    work = functools.partial(spec.call, state.service, arguments)
     try:
         if spec.writes:
             body = await on_writer(state.writer, work)
