@@ -3,8 +3,9 @@
 ``tools/list`` returns the seven specs of :mod:`server.tools`.  ``tools/call``
 runs the tool's handler in a worker thread — writes on one dedicated writer
 thread, reads concurrently — and wraps its JSON in one ``TextContent``.
-Application errors become ``isError`` results with SPEC's error body;
-anything unexpected becomes ``INTERNAL_ERROR`` with the traceback on stderr.
+Application errors become ``isError`` results with the error body of
+docs/tools.md §Error codes; anything unexpected becomes ``INTERNAL_ERROR``
+with the traceback on stderr.
 """
 
 from __future__ import annotations
