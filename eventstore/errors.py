@@ -1,4 +1,4 @@
-"""The exception tree of Tiny ConvMem: one class per SPEC error code.
+"""The exception tree of Tiny ConvMem: one class per error code (docs/tools.md §Error codes).
 
     ConvMemError                 (root, never raised itself)
     ├── ValidationError          VALIDATION_ERROR
@@ -30,7 +30,7 @@ from collections.abc import Iterator
 
 
 class ConvMemError(Exception):
-    """Root of every application error; ``code`` is the SPEC error code."""
+    """Root of every application error; ``code`` is its error code in the tool results."""
 
     code = "INTERNAL_ERROR"
 

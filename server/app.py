@@ -3,9 +3,10 @@
 ``tools/list`` returns the seven specs of :mod:`server.tools`.  ``tools/call``
 runs the tool's handler in a worker thread — writes on one dedicated writer
 thread, reads concurrently — and wraps its JSON in one ``TextContent``.
-Application errors become ``isError`` results with SPEC's error body;
-anything unexpected becomes ``INTERNAL_ERROR`` with the traceback on stderr
-(so does an ``InternalError`` the store made of a bug: its cause is logged).
+Application errors become ``isError`` results with the error body of
+docs/tools.md §Error codes; anything unexpected becomes ``INTERNAL_ERROR``
+with the traceback on stderr (so does an ``InternalError`` the store made of
+a bug: its cause is logged).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResu
     if state.service is None:
         error = state.open_error or InternalError("the store is not open")
         return error_result(error.code, error.message)
-    work = functools.partial(spec.handler, state.service, arguments)
+    work = functools.partial(spec.call, state.service, arguments)
     try:
         if spec.writes:
             body = await on_writer(state.writer, work)

@@ -1,4 +1,5 @@
-"""The JSON shapes of SPEC §3–4, built explicitly, and the response budget."""
+"""The JSON shapes of docs/tools.md (§The message object and each tool's result), built explicitly,
+and the response budget (§Common rules)."""
 
 from __future__ import annotations
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
 from eventstore.errors import ValidationError
-from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS, Metadata
+from eventstore.events import KINDS, RELATION_TYPES, TIERS, Metadata
 from eventstore.ids import is_canonical
 
 MAX_CONTENT = 1 << 20
@@ -24,17 +25,15 @@ def _label(key: object) -> str:
     return f"'{key}'" if isinstance(key, str) and _NAME.fullmatch(key) else "(unnamed)"
 
 
-def check_keys(args: Any, allowed: set[str], required: tuple[str, ...] = (), where: str = "arguments") -> dict:
+def check_keys(args: Any, allowed: Collection[str]) -> dict[str, Any]:
+    """The arguments object (``None`` counts as ``{}``), refused if it holds an unknown key."""
     if args is None:
         args = {}
     if not isinstance(args, dict):
-        raise ValidationError(f"{where}: must be an object")
+        raise ValidationError("arguments: must be an object")
     for key in args:
         if key not in allowed:
-            raise ValidationError(f"{where}: unknown parameter {_label(key)}")
-    for key in required:
-        if key not in args:
-            raise ValidationError(f"{key}: is required")
+            raise ValidationError(f"arguments: unknown parameter {_label(key)}")
     return args
 
 
@@ -52,11 +51,11 @@ def text(value: Any, field: str, *, min_bytes: int = 0, max_bytes: int, no_nul: 
     return value
 
 
-def integer(value: Any, field: str, lo: int, hi: int | None = None) -> int:
+def integer(value: Any, field: str, lo: int | None = None, hi: int | None = None) -> int:
     if type(value) is not int:
         raise ValidationError(f"{field}: must be an integer")
-    if value < lo or (hi is not None and value > hi):
-        bound = f"{lo}–{hi}" if hi is not None else f"≥ {lo}"
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        bound = f"{lo}–{hi}" if lo is not None and hi is not None else f"≥ {lo}" if lo is not None else f"≤ {hi}"
         raise ValidationError(f"{field}: must be {bound}")
     return value
 
@@ -73,8 +72,11 @@ def ulid(value: Any, field: str) -> str:
     return value
 
 
-def session_id(value: Any, field: str = "session_id") -> str:
-    return text(value, field, min_bytes=1, max_bytes=256, no_nul=True)
+def cursor(value: Any, field: str) -> str:
+    """A non-empty string; whether it is a cursor of this view is the service's to say."""
+    if not isinstance(value, str) or not value:
+        raise ValidationError(f"{field}: must be a nextCursor returned by this view for the same session")
+    return value
 
 
 def parse_json(value: Any, field: str) -> Any:
@@ -136,15 +138,15 @@ _FIELD_CHECKS = {
 }
 
 
-def metadata_patch(value: Any) -> dict[str, Any]:
+def metadata_patch(value: Any, field: str) -> dict[str, Any]:
     """The validated fields present in a ``metadata_json`` string."""
-    parsed = parse_json(value, "metadata_json")
+    parsed = parse_json(value, field)
     if not isinstance(parsed, dict):
-        raise ValidationError("metadata_json: must encode a JSON object")
+        raise ValidationError(f"{field}: must encode a JSON object")
     patch = {}
     for key, raw in parsed.items():
         if key not in _FIELD_CHECKS:
-            raise ValidationError(f"metadata_json: unknown field {_label(key)}")
+            raise ValidationError(f"{field}: unknown field {_label(key)}")
         if raw is None:
             raise ValidationError(f"metadata.{key}: must not be null")
         patch[key] = _FIELD_CHECKS[key](raw)
@@ -155,32 +157,29 @@ def apply_patch(meta: Metadata, patch: dict[str, Any]) -> Metadata:
     return replace(meta, **patch)
 
 
-def filters(value: Any) -> dict[str, Any]:
-    parsed = parse_json(value, "filters_json")
+def filters(value: Any, field: str) -> dict[str, Any]:
+    """``{"kinds", "tiers", "tags"}`` from a ``filters_json`` string; absent keys are left out."""
+    parsed = parse_json(value, field)
     if not isinstance(parsed, dict):
-        raise ValidationError("filters_json: must encode a JSON object")
+        raise ValidationError(f"{field}: must encode a JSON object")
     out: dict[str, Any] = {}
     for key, raw in parsed.items():
         if key == "kinds":
-            out["kinds"] = frozenset(choice(k, "filters_json.kinds[]", KINDS)
-                                     for k in string_list(raw, "filters_json.kinds", 64))
+            out["kinds"] = frozenset(choice(k, f"{field}.kinds[]", KINDS)
+                                     for k in string_list(raw, f"{field}.kinds", 64))
         elif key == "tiers":
-            out["tiers"] = frozenset(choice(t, "filters_json.tiers[]", TIERS)
-                                     for t in string_list(raw, "filters_json.tiers", 64))
+            out["tiers"] = frozenset(choice(t, f"{field}.tiers[]", TIERS)
+                                     for t in string_list(raw, f"{field}.tiers", 64))
         elif key == "tags":
             out["tags"] = tuple(dict.fromkeys(
-                text(t, "filters_json.tags[]", min_bytes=1, max_bytes=128)
-                for t in string_list(raw, "filters_json.tags", 32)))
+                text(t, f"{field}.tags[]", min_bytes=1, max_bytes=128)
+                for t in string_list(raw, f"{field}.tags", 32)))
         else:
-            raise ValidationError(f"filters_json: unknown field {_label(key)}")
+            raise ValidationError(f"{field}: unknown field {_label(key)}")
     return out
 
 
-def relation_types(value: Any) -> frozenset[str]:
-    parsed = parse_json(value, "relation_types_json")
-    items = string_list(parsed, "relation_types_json", 64)
-    return frozenset(choice(t, "relation_types_json[]", RELATION_TYPES) for t in items)
-
-
-def role(value: Any) -> str:
-    return choice(value, "role", ROLES)
+def relation_types(value: Any, field: str) -> frozenset[str]:
+    parsed = parse_json(value, field)
+    items = string_list(parsed, field, 64)
+    return frozenset(choice(t, f"{field}[]", RELATION_TYPES) for t in items)

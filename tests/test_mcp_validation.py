@@ -1,4 +1,5 @@
-"""Every validation boundary of SPEC §3–§6, through the MCP client.
+"""Every validation boundary of docs/tools.md (parameter tables, metadata fields, fine points),
+through the MCP client.
 
 Each refused call must answer ``VALIDATION_ERROR`` naming the field, and must
 change nothing: the health report (counters, sizes, ``last_sequence``) is the

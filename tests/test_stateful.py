@@ -1,4 +1,4 @@
-"""The store against a plain in-memory model of the spec, under random command sequences.
+"""The store against a plain in-memory model of docs/tools.md, under random command sequences.
 
 Rules: write, update (no-ops and revision conflicts included), delete (session
 guard included), the four read views, search, clock steps, close/reopen,
@@ -42,7 +42,7 @@ class Msg:
 
 
 def rendered(m: Msg) -> dict:
-    """The message object of SPEC §3, built from the model."""
+    """The message object (docs/tools.md §The message object), built from the model."""
     meta = m.metadata
     md = {"tags": list(meta.tags), "memory_tier": meta.memory_tier, "memory_kind": meta.memory_kind,
           "importance": meta.importance,
