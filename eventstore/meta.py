@@ -5,6 +5,9 @@ key                value
 =================  ==========================================================
 ``format_version`` 8-byte big-endian int: the layout of the whole store
 ``schema_version`` 8-byte int: the projections' schema the read models follow
+``fingerprint``    UTF-8 text: everything else the read models' bytes depend on
+                   (the projector's :attr:`fingerprint`: tokenizer, stemmer and
+                   Unicode versions, index layout knobs)
 ``watermark``      8-byte int: the last sequence the read models include
 ``seq_floor``      8-byte int: the last sequence is never below it (compaction)
 ``last_id``        16 bytes: the greatest message id given so far
@@ -45,10 +48,26 @@ def put_int(txn, db, key: bytes, value: int) -> None:
     txn.put(key, value.to_bytes(8, "big"), db=db)
 
 
-def initialize(txn, db, schema_version: int) -> None:
+def find_text(txn, db, key: bytes) -> str | None:
+    raw = txn.get(key, db=db)
+    if raw is None:
+        return None
+    try:
+        return bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptStoreError("a text in the store's meta is not UTF-8") from exc
+
+
+def put_projection(txn, db, schema_version: int, fingerprint: str) -> None:
+    """Say which projections the read models were built by."""
+    put_int(txn, db, b"schema_version", schema_version)
+    txn.put(b"fingerprint", fingerprint.encode("utf-8"), db=db)
+
+
+def initialize(txn, db, schema_version: int, fingerprint: str) -> None:
     """The meta of a new, empty store."""
     put_int(txn, db, b"format_version", FORMAT_VERSION)
-    put_int(txn, db, b"schema_version", schema_version)
+    put_projection(txn, db, schema_version, fingerprint)
     put_int(txn, db, b"watermark", 0)
     put_io_counters(txn, db, dict.fromkeys(IO_KEYS, 0))
     txn.put(b"secret", os.urandom(32), db=db)

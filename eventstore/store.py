@@ -35,6 +35,7 @@ long as it is open, and compaction needs it exclusively (``BUSY`` otherwise).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import shutil
@@ -75,6 +76,7 @@ class Projector(Protocol):
     """What the store needs from the read side."""
 
     schema_version: int
+    fingerprint: str          # whatever else the read models' bytes depend on (versions, knobs)
     db_specs: dict[str, dict]
 
     def begin(self, tx: WriteTx, bulk: bool) -> TxState:
@@ -163,6 +165,13 @@ class WriteTx(Tx):
             self._state.close()
 
 
+log = logging.getLogger("convmem")
+
+
+def _log_progress(done: int, total: int) -> None:
+    log.info("rebuilding the read models: %d/%d events", done, total)
+
+
 def _system_clock() -> int:
     return time.time_ns() // 1_000_000
 
@@ -237,7 +246,8 @@ class EventStore:
                         f"unsupported store format version {version} (expected {FORMAT_VERSION})")
                 self._check_newest_event(tx)
                 watermark = meta.get_int(tx.txn, db, b"watermark")
-                schema = meta.get_int(tx.txn, db, b"schema_version")
+                built_by = (meta.get_int(tx.txn, db, b"schema_version"),
+                            meta.find_text(tx.txn, db, b"fingerprint"))
                 if watermark > last and not self._repair:
                     raise CorruptStoreError("projection watermark is ahead of the event log; "
                                             "run `convmem replay` to rebuild the read models")
@@ -245,15 +255,18 @@ class EventStore:
             self._run(self._initialize, "creating the store")
         elif self._repair:
             pass                      # the caller rebuilds every read model itself
-        elif schema != self.projector.schema_version:
-            self.rebuild_projections()
+        elif built_by != (self.projector.schema_version, self.projector.fingerprint):
+            log.warning("the read models were built by other code (schema %s, %s); this code needs "
+                        "schema %s, %s: rebuilding them from the log", built_by[0],
+                        built_by[1] or "no fingerprint", self.projector.schema_version, self.projector.fingerprint)
+            self.rebuild_projections(progress=_log_progress)
             self.recovered_tail = True
         elif watermark < last:
             self._run(lambda w: self._replay_into(w, watermark + 1), "replaying the log's tail")
             self.recovered_tail = True
 
     def _initialize(self, w: WriteTx) -> None:
-        meta.initialize(w.txn, w.db("meta"), self.projector.schema_version)
+        meta.initialize(w.txn, w.db("meta"), self.projector.schema_version, self.projector.fingerprint)
 
     # ------------------------------------------------------------ transactions
     @contextlib.contextmanager
@@ -411,7 +424,7 @@ class EventStore:
             for name in self.projector.db_specs:
                 w.txn.drop(w.db(name), delete=False)
             self._env.drop_unknown(w.txn)   # an older schema's (may hold deleted text)
-            meta.put_int(w.txn, w.db("meta"), b"schema_version", self.projector.schema_version)
+            meta.put_projection(w.txn, w.db("meta"), self.projector.schema_version, self.projector.fingerprint)
             w.bulk = True               # projectors may hold their work until the flush
             return self._replay_into(w, 1, progress)
         # the old read models stay until the commit: room for both, so the

@@ -24,15 +24,18 @@ models read others while they change:
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import replace
 from functools import lru_cache
+
+import Stemmer
 
 from eventstore.codec import DEFAULT_METADATA, dumps, metadata_to_list
 from eventstore.errors import CorruptStoreError
 from eventstore.events import Event, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.store import WriteTx
 
-from . import history, messages, relations, sessions, stats
+from . import history, messages, relations, sessions, stats, tokens
 from . import index as term_index
 from .index import IndexConfig, IndexWork
 
@@ -84,6 +87,7 @@ class Projector:
 
     def __init__(self, config: IndexConfig = term_index.DEFAULT) -> None:
         self.config = config
+        self.fingerprint = fingerprint(config)
 
     def begin(self, tx: WriteTx, bulk: bool) -> ProjectionState:
         return ProjectionState(self.config, bulk)
@@ -145,6 +149,16 @@ class Projector:
         dead = size + (0 if old.dead_counted else old.log_bytes)
         state.counters.add(tx, active=-1, deleted=1, dead_bytes=dead, body_bytes=-old.content_bytes,
                            metadata_bytes=-_metadata_bytes(old.metadata))
+
+
+def fingerprint(config: IndexConfig) -> str:
+    """What the read models' bytes depend on besides the log and the schema:
+    the tokenizer's version, the stemmer's, the Unicode tables' (NFKC and case
+    folding change with them) and the index layout knobs.  The store keeps it
+    and rebuilds the read models when it differs, so upgrading PyStemmer or
+    Python can never leave an index that disagrees with its queries."""
+    return (f"tokens={tokens.VERSION} stemmer={Stemmer.version()} unicode={unicodedata.unidata_version} "
+            f"{config.layout()}")
 
 
 def _require(tx: WriteTx, message_id: str) -> messages.State:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from eventstore.errors import CorruptStoreError, InternalError, StoreIOError
 from eventstore.events import Message, MessageDeleted, MessageWritten
 from eventstore.store import COMPACT_DIR, FORMAT_VERSION, EventStore
 from projections import history, search, stats
+from projections.index import IndexConfig, pending
+from projections.search import Filters
 from projections.registry import Projector
 from tools.replay import dump_projections
 
@@ -184,6 +187,58 @@ def test_read_models_of_an_older_schema_are_rebuilt_on_open(store_path):
     try:
         assert svc.store.recovered_tail is True
         assert dump_projections(svc.store) == expected
+    finally:
+        svc.close()
+
+
+@pytest.mark.parametrize("stored", [b"tokens=1 stemmer=2.2.0 unicode=13.0.0 merge_at=256 chunk=128", None],
+                         ids=["built by another tokenizer, stemmer and Unicode", "built before fingerprints"])
+def test_read_models_built_by_other_code_are_rebuilt_on_open(store_path, caplog, stored):
+    svc = open_service(store_path)
+    for text in ("hello world", "getUserProfile() failed", "東京の天気"):
+        write(svc, text)
+    expected = dump_projections(svc.store)
+    fingerprint = svc.store.projector.fingerprint
+    svc.close()
+    tamper_meta(store_path, b"fingerprint", stored)
+    with caplog.at_level(logging.INFO, logger="convmem"):
+        svc = open_service(store_path)
+    try:
+        assert svc.store.recovered_tail is True
+        assert dump_projections(svc.store) == expected
+        with svc.store.read() as tx:
+            assert tx.txn.get(b"fingerprint", db=tx.db("meta")) == fingerprint.encode()
+    finally:
+        svc.close()
+    assert "rebuilding them from the log" in caplog.text
+    assert "rebuilding the read models: 3/3 events" in caplog.text
+
+
+def test_a_store_opened_with_other_index_layout_knobs_is_rebuilt_with_them(store_path):
+    small = IndexConfig(merge_at=2, chunk=4)
+    svc = open_service(store_path)
+    ids = [write(svc, f"zebra number {i}") for i in range(5)]
+    svc.close()
+    svc = open_service(store_path, index_config=small)
+    try:
+        assert svc.store.recovered_tail is True
+        with svc.store.read() as tx:
+            assert len(pending(tx)) == 1                 # 5 documents merged 2 at a time
+        rebuilt = dump_projections(svc.store)
+        svc.store.rebuild_projections()
+        assert dump_projections(svc.store) == rebuilt
+        assert {r["message_id"] for r in svc.search("zebra", Filters(), 0, 10)["results"]} == set(ids)
+    finally:
+        svc.close()
+
+
+def test_a_store_opened_with_the_same_code_is_not_rebuilt(store_path):
+    svc = open_service(store_path)
+    write(svc, "hello")
+    svc.close()
+    svc = open_service(store_path)
+    try:
+        assert svc.store.recovered_tail is False
     finally:
         svc.close()
 
