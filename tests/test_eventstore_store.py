@@ -20,8 +20,8 @@ from eventstore.events import Message, MessageDeleted, MessageWritten
 from eventstore.store import COMPACT_DIR, FORMAT_VERSION, EventStore
 from projections import history, search, stats
 from projections.index import IndexConfig, pending
-from projections.search import Filters
 from projections.registry import Projector
+from projections.search import Filters
 from tools.replay import dump_projections
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
