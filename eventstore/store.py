@@ -88,10 +88,10 @@ class Projector(Protocol):
 class Tx:
     """A transaction plus the sub-database handles, handed to projectors."""
 
-    txn: lmdb.Transaction
-    dbs: dict[str, object]
+    txn: lmdb.Transaction[bytes]      # never opened with buffers=True: keys and values are bytes
+    dbs: dict[str, lmdb._Database]
 
-    def db(self, name: str):
+    def db(self, name: str) -> lmdb._Database:
         return self.dbs[name]
 
     def put_last(self, name: str, key: bytes, value: bytes) -> None:
@@ -194,7 +194,7 @@ class EventStore:
         self._open()
 
     @property
-    def _dbs(self) -> dict[str, object]:
+    def _dbs(self) -> dict[str, lmdb._Database]:
         return self._env.dbs
 
     # ----------------------------------------------------------------- opening
