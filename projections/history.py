@@ -13,7 +13,7 @@ from eventstore.ids import to_bytes, to_str
 from eventstore.store import Tx
 
 DB = "history"
-SPECS = {DB: {}}
+SPECS: dict[str, dict] = {DB: {}}
 
 
 def _prefix(session_id: str) -> bytes:

@@ -23,7 +23,7 @@ from eventstore.ids import to_bytes
 from eventstore.store import Tx
 
 DB = "messages"
-SPECS = {DB: {}}
+SPECS: dict[str, dict] = {DB: {}}
 
 
 @dataclass(frozen=True)

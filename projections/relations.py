@@ -15,7 +15,7 @@ from eventstore.ids import to_bytes, to_str
 from eventstore.store import Tx
 
 DB = "relations"
-SPECS = {DB: {"dupsort": True, "dupfixed": True}}
+SPECS: dict[str, dict] = {DB: {"dupsort": True, "dupfixed": True}}
 OUTGOING, INCOMING = 0, 1
 DIRECTIONS = ("outgoing", "incoming")
 

@@ -30,7 +30,7 @@ from . import history, messages
 
 DB = "sessions"
 ORDER = "session_order"
-SPECS = {DB: {}, ORDER: {}}
+SPECS: dict[str, dict] = {DB: {}, ORDER: {}}
 _TS = struct.Struct(">Q")
 
 
@@ -130,6 +130,8 @@ def added(tx: Tx, changes: OpenSessions, session_id: str, message_id: str, times
     opened = changes.open(tx, session_id)
     count, kinds, started, last = opened.entry
     kinds[KINDS.index(kind)] += 1
+    first_id: str | None
+    last_id: str | None
     if opened.newest is not None and message_id > opened.newest:
         first_id, last_id = None, message_id    # newer than the newest: the last, not the first
     else:
