@@ -379,6 +379,10 @@ class EventStore:
     def map_size(self) -> int:
         return self._env.map_size
 
+    def used_bytes(self) -> int:
+        """Bytes of the data file up to the highest page in use (the file may be longer)."""
+        return self._env.used_bytes()
+
     # ------------------------------------------------------------------ meta
     def carried_meta(self, tx: Tx) -> dict[bytes, bytes]:
         """The meta a compacted copy keeps besides the counters: the last id and
