@@ -77,7 +77,7 @@ class Environment:
         self.specs = specs
         self.lock = lock
         self.guard = RemapGuard()
-        self.dbs: dict[str, object] = {}
+        self.dbs: dict[str, lmdb._Database] = {}
         self._map_size = map_size
         self._env: lmdb.Environment | None = None
 
@@ -131,7 +131,7 @@ class Environment:
 
     # ---------------------------------------------------------- transactions
     @contextlib.contextmanager
-    def transaction(self, write: bool) -> Iterator[lmdb.Transaction]:
+    def transaction(self, write: bool) -> Iterator[lmdb.Transaction[bytes]]:
         """Begin; on leaving, commit a write that raised nothing, abort anything else."""
         txn = self._begin(write)
         try:
@@ -142,7 +142,7 @@ class Environment:
             txn.abort()              # no effect after a commit
             self.guard.leave()
 
-    def _begin(self, write: bool) -> lmdb.Transaction:
+    def _begin(self, write: bool) -> lmdb.Transaction[bytes]:
         """A new transaction, entered in the remap guard (the caller leaves it)."""
         for _ in range(_BEGIN_ATTEMPTS):
             self.guard.enter()
@@ -162,7 +162,7 @@ class Environment:
                 self._live().set_mapsize(0)
         raise StoreIOError("the map keeps being resized by another process")
 
-    def drop_unknown(self, txn: lmdb.Transaction) -> None:
+    def drop_unknown(self, txn: lmdb.Transaction[bytes]) -> None:
         """Delete the sub-databases not in :attr:`specs` (an older schema's),
         inside the write transaction ``txn``."""
         env = self._live()

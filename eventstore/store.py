@@ -90,10 +90,10 @@ class Projector(Protocol):
 class Tx:
     """A transaction plus the sub-database handles, handed to projectors."""
 
-    txn: lmdb.Transaction
-    dbs: dict[str, object]
+    txn: lmdb.Transaction[bytes]      # never opened with buffers=True: keys and values are bytes
+    dbs: dict[str, lmdb._Database]
 
-    def db(self, name: str):
+    def db(self, name: str) -> lmdb._Database:
         return self.dbs[name]
 
     def put_last(self, name: str, key: bytes, value: bytes) -> None:
@@ -203,7 +203,7 @@ class EventStore:
         self._open()
 
     @property
-    def _dbs(self) -> dict[str, object]:
+    def _dbs(self) -> dict[str, lmdb._Database]:
         return self._env.dbs
 
     # ----------------------------------------------------------------- opening
@@ -391,6 +391,10 @@ class EventStore:
     @property
     def map_size(self) -> int:
         return self._env.map_size
+
+    def used_bytes(self) -> int:
+        """Bytes of the data file up to the highest page in use (the file may be longer)."""
+        return self._env.used_bytes()
 
     # ------------------------------------------------------------------ meta
     def carried_meta(self, tx: Tx) -> dict[bytes, bytes]:

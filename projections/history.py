@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from eventstore.errors import CorruptStoreError
 from eventstore.ids import to_bytes, to_str
 from eventstore.store import Tx
 
 DB = "history"
-SPECS = {DB: {}}
+SPECS: dict[str, dict] = {DB: {}}
 
 
 def _prefix(session_id: str) -> bytes:
@@ -22,6 +23,13 @@ def _prefix(session_id: str) -> bytes:
 
 def key(session_id: str, message_id: str) -> bytes:
     return _prefix(session_id) + to_bytes(message_id)
+
+
+def _message_id(k: bytes, prefix: bytes) -> str:
+    """The message id ending ``k``, a history key that starts with ``prefix``."""
+    if len(k) != len(prefix) + 16:
+        raise CorruptStoreError("a history key does not end in a 16-byte message id")
+    return to_str(k[len(prefix):])
 
 
 def add(tx: Tx, session_id: str, message_id: str) -> None:
@@ -42,7 +50,7 @@ def after(tx: Tx, session_id: str, message_id: str | None, limit: int) -> Iterat
         for n, k in enumerate(cur.iternext(values=False)):
             if n >= limit or not k.startswith(prefix):
                 return
-            yield to_str(k[len(prefix):])
+            yield _message_id(k, prefix)
 
 
 def before(tx: Tx, session_id: str, message_id: str, limit: int) -> list[str]:
@@ -55,7 +63,7 @@ def before(tx: Tx, session_id: str, message_id: str, limit: int) -> list[str]:
             k = cur.key()
             if not k.startswith(prefix):
                 break
-            found.append(to_str(k[len(prefix):]))
+            found.append(_message_id(k, prefix))
             positioned = cur.prev()
     return found[::-1]
 
@@ -65,9 +73,9 @@ def first_last(tx: Tx, session_id: str) -> tuple[str, str] | None:
     with tx.txn.cursor(db=tx.db(DB)) as cur:
         if not cur.set_range(prefix) or not cur.key().startswith(prefix):
             return None
-        first = to_str(cur.key()[len(prefix):])
+        first = _message_id(cur.key(), prefix)
         if not cur.set_range(session_id.encode("utf-8") + b"\x01"):
             cur.last()
         else:
             cur.prev()
-        return first, to_str(cur.key()[len(prefix):])
+        return first, _message_id(cur.key(), prefix)

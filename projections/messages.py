@@ -18,12 +18,12 @@ from dataclasses import dataclass, field, replace
 
 from eventstore import codec
 from eventstore.errors import CorruptStoreError
-from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata
+from eventstore.events import Event, Message, MessageUpdated, MessageWritten, Metadata
 from eventstore.ids import to_bytes
 from eventstore.store import Tx
 
 DB = "messages"
-SPECS = {DB: {}}
+SPECS: dict[str, dict] = {DB: {}}
 
 
 @dataclass(frozen=True)
@@ -56,29 +56,33 @@ def _encode(s: State) -> bytes:
                         s.content_bytes, s.log_bytes, s.dead_counted])
 
 
-def _event(tx: Tx, seq: int):
+def _event(tx: Tx, seq: int) -> tuple[Event, int]:
     raw = tx.txn.get(codec.seq_key(seq), db=tx.db("events"))
     if raw is None:
         raise CorruptStoreError("a message points at an event missing from the log")
     return codec.decode_event(raw), len(raw)
 
 
+_STATE_FIELDS = 11          # the fields of a stored state list (see :func:`_encode`)
+
+
 def _decode(tx: Tx, message_id: str, raw: bytes) -> State:
-    try:
-        value = codec.loads(raw)
-        if type(value) is int:
-            if not 0 < value < 1 << 64:
-                raise ValueError("a document number out of range")
-            docno = value
-        else:
-            d, c, sess, role, ts, upd, rev, meta, nbytes, lb, dc = value
-            if not (all(type(n) is int for n in (d, c, ts, upd, rev, nbytes, lb))
-                    and isinstance(sess, str) and isinstance(role, str) and isinstance(dc, bool)):
-                raise TypeError("wrong field types")
-            return State(message_id, d, c, sess, role, ts, upd, rev,
-                         codec.metadata_from_list(meta), nbytes, lb, dc)
-    except Exception as exc:
-        raise CorruptStoreError("a message record could not be decoded") from exc
+    value = codec.loads(raw)
+    if type(value) is int:
+        return _plain(tx, message_id, value)
+    if not (type(value) is list and len(value) == _STATE_FIELDS):
+        raise CorruptStoreError("a message record is neither a document number nor a state")
+    d, c, sess, role, ts, upd, rev, meta, nbytes, lb, dc = value
+    if not (all(type(n) is int for n in (d, c, ts, upd, rev, nbytes, lb))
+            and isinstance(sess, str) and isinstance(role, str) and isinstance(dc, bool)):
+        raise CorruptStoreError("a message record has a field of the wrong type")
+    return State(message_id, d, c, sess, role, ts, upd, rev, codec.metadata_from_list(meta), nbytes, lb, dc)
+
+
+def _plain(tx: Tx, message_id: str, docno: int) -> State:
+    """The state of a message stored as its document number: its ``MessageWritten`` event's."""
+    if not 0 < docno < 1 << 64:
+        raise CorruptStoreError("a message record's document number is out of range")
     event, size = _event(tx, docno)
     if not isinstance(event, MessageWritten) or event.message.message_id != message_id:
         raise CorruptStoreError("a message record points at another message's event")
@@ -124,10 +128,11 @@ def content(tx: Tx, state: State) -> str:
     if state.text is not None:
         return state.text
     event, _ = _event(tx, state.content_seq)
-    text = event.message.content if isinstance(event, MessageWritten) else event.content
-    if not isinstance(text, str):
-        raise CorruptStoreError("a message points at an event without content")
-    return text
+    if isinstance(event, MessageWritten) and event.message.message_id == state.message_id:
+        return event.message.content
+    if isinstance(event, MessageUpdated) and event.message_id == state.message_id and event.content is not None:
+        return event.content
+    raise CorruptStoreError("a message record points at an event that does not carry its content")
 
 
 def required(state: State | None) -> State:
@@ -157,9 +162,8 @@ def from_written(seq: int, event: MessageWritten, size: int) -> State:
 
 
 def after_update(old: State, seq: int, event: MessageUpdated, size: int) -> State:
-    changes = dict(revision=event.revision, updated_at=event.updated_at,
-                   metadata=event.metadata, log_bytes=old.log_bytes + size, dead_counted=True)
-    if event.content is not None:
-        changes.update(content_seq=seq, content_bytes=len(event.content.encode("utf-8")),
-                       text=event.content)
-    return replace(old, **changes)
+    new = replace(old, revision=event.revision, updated_at=event.updated_at, metadata=event.metadata,
+                  log_bytes=old.log_bytes + size, dead_counted=True)
+    if event.content is None:
+        return new
+    return replace(new, content_seq=seq, content_bytes=len(event.content.encode("utf-8")), text=event.content)

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from eventstore.errors import CorruptStoreError
 from eventstore.events import RELATION_TYPES, Metadata
 from eventstore.ids import to_bytes, to_str
 from eventstore.store import Tx
 
 DB = "relations"
-SPECS = {DB: {"dupsort": True, "dupfixed": True}}
+SPECS: dict[str, dict] = {DB: {"dupsort": True, "dupfixed": True}}
 OUTGOING, INCOMING = 0, 1
 DIRECTIONS = ("outgoing", "incoming")
+_VALUE_SIZE = 2 + 16
 
 
 def _edges(message_id: str, meta: Metadata) -> list[tuple[bytes, bytes]]:
@@ -48,7 +50,14 @@ def edges(tx: Tx, message_id: str) -> Iterator[tuple[str, str, str]]:
         if not cur.set_key(to_bytes(message_id)):
             return
         for v in cur.iternext_dup(keys=False):
-            yield DIRECTIONS[v[0]], RELATION_TYPES[v[1]], to_str(v[2:])
+            yield _edge(v)
+
+
+def _edge(v: bytes) -> tuple[str, str, str]:
+    """(direction, type, other id) of a stored value; ``CORRUPT_STORE`` if damaged."""
+    if len(v) != _VALUE_SIZE or v[0] >= len(DIRECTIONS) or v[1] >= len(RELATION_TYPES):
+        raise CorruptStoreError("a relation edge is not a direction, a relation type and an id")
+    return DIRECTIONS[v[0]], RELATION_TYPES[v[1]], to_str(v[2:])
 
 
 def count(tx: Tx, message_id: str) -> int:

@@ -30,10 +30,11 @@ checked per document while reading.  Search only reads.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from eventstore.store import Tx
 
@@ -78,7 +79,7 @@ class Trace:
 class Hit:
     doc: Doc
     score: float
-    breakdown: dict[str, float] = field(default_factory=dict)
+    breakdown: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def idf(n_docs: int, df: int) -> float:
@@ -115,9 +116,10 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     wholes = [exact_key(f, query) for f in range(_NF)]
     done = _score_pending(wholes, lists, pend, fl, acc)
     _add_whole_matches(tx, wholes, acc, fl)
-    if fl.materialize(ALLOWED_MAX) and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
+    allowed = fl.allowed if fl.materialize(ALLOWED_MAX) else None
+    if allowed is not None and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
         trace.path = "walk"
-        only = sorted(fl.allowed)
+        only = sorted(allowed)
         for lst in lists:
             _read(lst, acc, fl.passes if fl.checks else None, trace, only)
         candidates = acc.docs()
@@ -140,7 +142,7 @@ class _List:
     avg: float
     keys: list[bytes]      # of the chunks, in order
     chunks: list[bytes]
-    decoded: dict = field(default_factory=dict)
+    decoded: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.starts = [int.from_bytes(k[-6:], "big") for k in self.keys]     # first docnos, to bisect

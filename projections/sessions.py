@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from eventstore import codec
-from eventstore.errors import CorruptStoreError
+from eventstore.errors import CorruptStoreError, decoding
 from eventstore.events import KINDS
 from eventstore.store import Tx
 
@@ -30,7 +30,7 @@ from . import history, messages
 
 DB = "sessions"
 ORDER = "session_order"
-SPECS = {DB: {}, ORDER: {}}
+SPECS: dict[str, dict] = {DB: {}, ORDER: {}}
 _TS = struct.Struct(">Q")
 
 
@@ -45,13 +45,13 @@ class SessionEntry(NamedTuple):
 
     @classmethod
     def decode(cls, raw: bytes) -> SessionEntry:
-        try:
-            count, kinds, started, last = codec.loads(raw)
-            if not (type(count) is int and type(kinds) is list and len(kinds) == len(KINDS)
-                    and all(type(k) is int for k in kinds) and type(started) is int and type(last) is int):
-                raise TypeError("wrong field types")
-        except Exception as exc:
-            raise CorruptStoreError("a session record could not be decoded") from exc
+        value = codec.loads(raw)
+        if not (type(value) is list and len(value) == 4):
+            raise CorruptStoreError("a session record is not a list of four fields")
+        count, kinds, started, last = value
+        if not (type(count) is int and type(kinds) is list and len(kinds) == len(KINDS)
+                and all(type(k) is int for k in kinds) and type(started) is int and type(last) is int):
+            raise CorruptStoreError("a session record has a field of the wrong type")
         return cls(count, kinds, started, last)
 
 
@@ -104,7 +104,9 @@ def order_key(started_at: int, session_id: str) -> bytes:
 
 
 def split_order_key(k: bytes) -> tuple[int, str]:
-    return _TS.unpack(k[:8])[0], k[8:].decode("utf-8")
+    """(started_at, session_id) of a ``session_order`` key; ``CORRUPT_STORE`` if damaged."""
+    with decoding("a session order key"):
+        return _TS.unpack(k[:8])[0], k[8:].decode("utf-8")
 
 
 def _store(tx: Tx, changes: OpenSessions, session_id: str, opened: _Open, old_count: int,
@@ -130,6 +132,8 @@ def added(tx: Tx, changes: OpenSessions, session_id: str, message_id: str, times
     opened = changes.open(tx, session_id)
     count, kinds, started, last = opened.entry
     kinds[KINDS.index(kind)] += 1
+    first_id: str | None
+    last_id: str | None
     if opened.newest is not None and message_id > opened.newest:
         first_id, last_id = None, message_id    # newer than the newest: the last, not the first
     else:

@@ -58,7 +58,8 @@ def page(keys: Iterable[K], load: Callable[[K], dict], limit: int) -> tuple[list
     Items are loaded one at a time and only when they may still go in the page;
     the first one always does, whatever its size.
     """
-    budget, out = Budget(), []
+    budget = Budget()
+    out: list[tuple[K, dict]] = []
     for key in keys:
         if len(out) == limit:
             return out, True

@@ -433,3 +433,162 @@ async def test_a_changed_byte_in_a_posting_chunk_answers_corrupt_store(store_pat
     async with Client(build_server(store_path)) as client:
         is_error, out = body(await client.call_tool("search_messages", {"query": "hello"}))
     assert is_error and out["error"]["code"] == "CORRUPT_STORE", out
+
+
+# ------------------------------------------- read-model records, decoder by decoder
+async def _answers(store: str, calls: list[tuple[str, dict]]) -> list[tuple[bool, dict]]:
+    async with Client(build_server(store)) as client:
+        return [body(await client.call_tool(name, args)) for name, args in calls]
+
+
+def assert_corrupt_store(answers: list[tuple[bool, dict]]) -> None:
+    for is_error, out in answers:
+        assert is_error and out["error"]["code"] == "CORRUPT_STORE", out
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("key", [b"\x00" * 5, b"\x00" * 8 + b"\xff\xfe"],
+                         ids=["shorter than its timestamp", "session id not UTF-8"])
+async def test_a_damaged_session_order_key_answers_corrupt_store(store_path, key):
+    make_store(store_path)
+    put_raw(store_path, b"session_order", key, b"")            # sorts before every real key
+    assert_corrupt_store(await _answers(store_path, [("read_messages", {"view": "sessions"})]))
+
+
+def _related_store(path: str) -> str:
+    """A store whose message 0 has an edge to message 1; returns message 0's id."""
+    made = make_store(path, n=2)
+    svc = MemoryService(path)
+    try:
+        svc.update_message(made[0][0], None, {"relations": (("depends_on", made[1][0]),)}, None)
+    finally:
+        svc.close()
+    return made[0][0]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("value", [bytes([2, 0]) + b"\x01" * 16, bytes([0, 9]) + b"\x01" * 16],
+                         ids=["direction out of range", "relation type out of range"])
+async def test_a_relation_edge_of_unknown_direction_or_type_answers_corrupt_store(store_path, value):
+    mid = _related_store(store_path)
+    key = bytes.fromhex(_ulid_hex(mid))
+    with raw_txn(store_path, b"relations", write=True) as (txn, handle):
+        assert txn.delete(key, db=handle)                      # every edge of message 0
+        txn.put(key, value, db=handle)
+    assert_corrupt_store(await _answers(store_path, [("read_messages", {"view": "context", "message_id": mid})]))
+
+
+@pytest.mark.anyio
+async def test_a_relation_edge_of_the_wrong_length_answers_corrupt_store(store_path):
+    """LMDB takes a value of another size into a dupfixed list and reads it back so."""
+    made = make_store(store_path, n=2)
+    mid = made[0][0]
+    put_raw(store_path, b"relations", bytes.fromhex(_ulid_hex(mid)), b"\x00\x00" + b"\x01" * 15)
+    assert_corrupt_store(await _answers(store_path, [("read_messages", {"view": "context", "message_id": mid})]))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("value", [[1, 2, 3], {"active": "twelve"}, {"active": 1.5}, "stats"],
+                         ids=["a list", "a text count", "a float count", "a text"])
+async def test_a_statistics_record_that_is_not_a_map_of_numbers_answers_corrupt_store(store_path, value):
+    make_store(store_path)
+    put_raw(store_path, b"stats", b"s", cbor2.dumps(value, canonical=True))
+    assert_corrupt_store(await _answers(store_path, [("get_system_health", {}),
+                                                     ("search_messages", {"query": "hello"})]))
+
+
+def _pending_damage(path: str, change) -> None:
+    """Change the first pending search record (a small store's index is all pending)."""
+    key = first_key(path, b"pending")
+    record = cbor2.loads(get_raw(path, b"pending", key))
+    change(record)
+    put_raw(path, b"pending", key, cbor2.dumps(record, canonical=True))
+
+
+def _set_field(index: int, value):
+    def change(record: list) -> None:
+        record[0][index] = value                                # the content field's entry
+    return change
+
+
+def _set_facets(value):
+    def change(record: list) -> None:
+        record[-1] = value
+    return change
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("change", [_set_field(0, "7"), _set_field(1, 7), _set_field(2, "\x01" * 6),
+                                    _set_field(3, [1]), _set_field(3, b"x"), _set_facets([1]), _set_facets(b"s"),
+                                    lambda record: record.pop(0)],
+                         ids=["length text", "terms not text", "tfs text", "whole-text key a number",
+                              "whole-text keys not a list", "facet key a number", "facets not a list",
+                              "a field missing"])
+async def test_a_pending_search_record_with_a_field_of_the_wrong_type_answers_corrupt_store(store_path, change):
+    make_store(store_path)
+    _pending_damage(store_path, change)
+    filtered = {"query": "hello", "filters_json": json.dumps({"tags": ["tag1"]})}
+    assert_corrupt_store(await _answers(store_path, [("search_messages", {"query": "hello"}),
+                                                     ("search_messages", filtered)]))
+
+
+def _updated_state(path: str, mid: str) -> tuple[bytes, list]:
+    """Update the message's content (its record becomes a whole state): (key, state)."""
+    svc = MemoryService(path)
+    try:
+        svc.update_message(mid, "new content", {}, None)
+    finally:
+        svc.close()
+    key = bytes.fromhex(_ulid_hex(mid))
+    state = cbor2.loads(get_raw(path, b"messages", key))
+    assert isinstance(state, list)
+    return key, state
+
+
+@pytest.mark.anyio
+async def test_a_message_whose_content_points_at_a_delete_event_answers_corrupt_store(store_path):
+    made = make_store(store_path)                              # events 1..12
+    key, state = _updated_state(store_path, made[3][0])        # event 13
+    svc = MemoryService(store_path)
+    try:
+        svc.delete_message(made[5][0], None)                   # event 14
+    finally:
+        svc.close()
+    state[1] = 14                                              # the content's event
+    put_raw(store_path, b"messages", key, cbor2.dumps(state, canonical=True))
+    assert_corrupt_store(await _answers(store_path, [
+        ("read_messages", {"view": "content", "message_id": made[3][0]}),
+        ("search_messages", {"query": "new content"})]))
+
+
+@pytest.mark.anyio
+async def test_a_message_whose_content_points_at_another_messages_event_answers_corrupt_store(store_path):
+    made = make_store(store_path)
+    key, state = _updated_state(store_path, made[3][0])
+    state[1] = 1                                               # message 0's MessageWritten
+    put_raw(store_path, b"messages", key, cbor2.dumps(state, canonical=True))
+    assert_corrupt_store(await _answers(store_path, [
+        ("read_messages", {"view": "content", "message_id": made[3][0]})]))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("damage", [lambda state: state[:10], lambda state: "state", lambda state: 4.0,
+                                    lambda state: state[:5] + ["4"] + state[6:]],
+                         ids=["ten fields", "a text", "a float", "a revision as text"])
+async def test_a_message_state_of_the_wrong_shape_answers_corrupt_store(store_path, damage):
+    made = make_store(store_path)
+    key, state = _updated_state(store_path, made[3][0])
+    put_raw(store_path, b"messages", key, cbor2.dumps(damage(state), canonical=True))
+    assert_corrupt_store(await _answers(store_path, [
+        ("read_messages", {"view": "content", "message_id": made[3][0]}),
+        ("read_messages", {"session_id": made[3][1]})]))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tail", [b"\x01" * 5, b"\x01" * 17], ids=["id of 5 bytes", "id of 17 bytes"])
+async def test_a_history_key_of_the_wrong_length_answers_corrupt_store_to_reads_and_writes(store_path, tail):
+    make_store(store_path)
+    put_raw(store_path, b"history", b"s0\x00" + tail, b"")      # sorts before every real id of s0
+    assert_corrupt_store(await _answers(store_path, [
+        ("read_messages", {"session_id": "s0"}),
+        ("write_message", {"session_id": "s0", "role": "user", "content": "one more"})]))

@@ -40,7 +40,7 @@ scratch = tempfile.mkdtemp(prefix="convmem-check-")
 try:
     with EventStore(sys.argv[1], Projector()) as live:
         expected = dump_projections(live)
-        live._env.copy(scratch)
+        live.copy_to(scratch)
     with EventStore(scratch, Projector()) as copy:
         copy.rebuild_projections()
         got = dump_projections(copy)
@@ -53,12 +53,11 @@ finally:
 
 
 async def read_models_match_replay(store: str) -> tuple[bool, str]:
-    """What ``replay --verify`` checks, through a plain (not compacting) copy of the store.
+    """What ``replay --verify`` checks, through a plain (not compacting) copy of
+    the store, in a child process: whether the read models equal a replay of the log.
 
-    ``tools.replay --verify`` copies with ``compact=True``, which crashes
-    py-lmdb 3.0 (SIGSEGV) once a word's posting list has a few hundred
-    entries; this check tells that tool failure apart from read models that
-    really differ from a replay of the log.
+    (Written when ``tools.replay --verify`` copied with ``compact=True``, which
+    crashes py-lmdb 3.0 on long posting lists; both now copy the same way.)
     """
     done = await _proc.run_async(_proc.python("-c", _MATCH_REPLAY, store), timeout=None)
     return done.returncode == 0, (done.stdout + done.stderr)[-2000:]

@@ -122,10 +122,7 @@ def sizes(path: str) -> dict[str, int]:
     """File bytes, used bytes (high-water page), and each sub-database's pages."""
     svc = MemoryService(path)
     try:
-        env = svc.store._env
-        info, psize = env.info(), env.stat()["psize"]
-        out = {"file_bytes": os.path.getsize(os.path.join(path, "data.mdb")),
-               "used_bytes": (info["last_pgno"] + 1) * psize}
+        out = {"file_bytes": svc.store.file_size(), "used_bytes": svc.store.used_bytes()}
         with svc.store.read() as tx:
             for name in ["events", *svc.store.projector.db_specs]:
                 out[f"db_{name}"] = svc.store.db_bytes(tx, name)

@@ -16,6 +16,7 @@ batch, or when its record is built.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import repeat
 
 from eventstore.events import Message
@@ -80,6 +81,7 @@ class BulkReplay:
         facets: list[tuple[bytes, bytes]] = []
         invalid: set[int] = set()
         merged = self.merged
+        lengths: Sequence[int]             # a batch's array, or the part of it still live
         for items, docnos, fields in done:
             live = [merged.get(d) is m for d, m in items]
             invalid.update(d for d, ok in zip(docnos, live) if not ok)
@@ -96,9 +98,9 @@ class BulkReplay:
                     del merged[docno]
         if invalid:
             lists.exclude(invalid)
-        for docno, msg in list(self.pending.items()):
-            if isinstance(msg, Message):
-                self._built(docno, msg)
+        for docno, held in list(self.pending.items()):
+            if isinstance(held, Message):
+                self._built(docno, held)
         records = [(d, r) for d, r in sorted(self.merged.items())   # built early (an update or
                    if isinstance(r, Record)]                        # delete came), or loaded
         if len(records) != len(self.merged):

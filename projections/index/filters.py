@@ -15,6 +15,9 @@ from .docs import DOC_IMPORTANCE, DOC_KIND, DOC_SESSION, DOC_TIER, Doc, doc, raw
 from .layout import FACETS, docno_key
 from .records import Pending
 
+# a condition's name: the filter's field, or ("tag", the tag)
+_Name = str | tuple[str, str]
+
 
 class Filter(Protocol):
     """What a search filters on (``projections.search.Filters``)."""
@@ -63,9 +66,10 @@ class FacetFilter:
         self._tiers = {TIERS.index(t) for t in flt.tiers}
         self._session = (flt.session_id or "").encode("utf-8")
 
-    def _conditions(self) -> list[tuple[object, list[bytes]]]:
+    def _conditions(self) -> list[tuple[_Name, list[bytes]]]:
         """Each condition, named, as the facet keys whose union it allows."""
-        f, out = self.flt, []
+        f = self.flt
+        out: list[tuple[_Name, list[bytes]]] = []
         if f.session_id is not None:
             out.append(("session", [b"s" + f.session_id.encode("utf-8")]))
         if f.kinds:

@@ -60,19 +60,27 @@ class Record:
 
     @classmethod
     def decode(cls, raw: bytes) -> Record:
-        try:
-            *entries, facets = codec.loads(raw)
-            if len(entries) != len(FIELDS) or not all(len(e) == 4 for e in entries):
-                raise ValueError("wrong shape")
-            fields = []
-            for length, joined, tfs, exact in entries:
-                names = tuple(joined.split("\x00")) if joined else ()
-                if len(names) != len(tfs):
-                    raise ValueError("terms and tfs differ in number")
-                fields.append(FieldEntry(length, names, tfs, tuple(exact)))
-            return cls(fields, list(facets))
-        except Exception as exc:
-            raise CorruptStoreError("a pending search record could not be decoded") from exc
+        value = codec.loads(raw)
+        if not (type(value) is list and len(value) == len(FIELDS) + 1 and _bytes_list(value[-1])):
+            raise CorruptStoreError("a pending search record is not its fields and facet keys")
+        return cls([_field_entry(e) for e in value[:-1]], value[-1])
+
+
+def _bytes_list(value: object) -> bool:
+    return type(value) is list and all(type(x) is bytes for x in value)
+
+
+def _field_entry(value: object) -> FieldEntry:
+    """One field of a stored record: ``[length, terms joined by NUL, tfs, whole-text keys]``."""
+    if not (type(value) is list and len(value) == 4):
+        raise CorruptStoreError("a pending search record has a field of the wrong shape")
+    length, joined, tfs, exact = value
+    if not (type(length) is int and type(joined) is str and type(tfs) is bytes and _bytes_list(exact)):
+        raise CorruptStoreError("a pending search record has a field of the wrong type")
+    names = tuple(joined.split("\x00")) if joined else ()
+    if len(names) != len(tfs):
+        raise CorruptStoreError("a pending search record's terms and frequencies differ in number")
+    return FieldEntry(length, names, tfs, tuple(exact))
 
 
 def field_texts(content: str, summary: str | None, tags: Iterable[str]) -> tuple[list[str], ...]:
