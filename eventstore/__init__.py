@@ -10,6 +10,7 @@ Modules, each importing only those above it in this list:
     locks         the directory lock across processes
     environment   one LMDB environment: transactions, map growth, copies
     meta          the ``meta`` sub-database's keys and values
-    store         the event log: ``EventStore``, ``Tx``, ``WriteTx``
+    transaction   ``Tx``, ``WriteTx``, and what the store asks of a ``Projector``
+    store         the event log: ``EventStore``
     compaction    the log rewritten as one event per live message
 """

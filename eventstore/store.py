@@ -41,128 +41,24 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Protocol
 
 import cbor2
 import lmdb
 
-from . import codec, files, ids, meta
+from . import codec, files, meta
 from .environment import DATA_FILE, INITIAL_MAP, Environment
 from .errors import ConvMemError, CorruptStoreError, StoreIOError, translate
 from .events import Event
 from .locks import DirectoryLock
 from .meta import FORMAT_VERSION
+from .transaction import Projector, Tx, TxState, WriteTx
 
-__all__ = ["COMPACT_DIR", "DATA_FILE", "FORMAT_VERSION", "EventStore", "Projector", "Tx", "WriteTx"]
+__all__ = ["COMPACT_DIR", "DATA_FILE", "FORMAT_VERSION", "EventStore", "Projector", "Tx", "TxState", "WriteTx"]
 
 COMPACT_DIR = "compact.tmp"
 _PROGRESS_EVERY = 2000                # events between two progress reports of a replay
 # what the storage itself raises; anything else inside a transaction is not damage
 _STORAGE_ERRORS = (lmdb.Error, OSError, cbor2.CBORDecodeError)
-
-
-class TxState(Protocol):
-    """What a projector keeps for the length of one write transaction."""
-
-    def flush(self, tx: WriteTx) -> None:
-        """Write what was held back, just before the commit."""
-
-    def close(self) -> None:
-        """Release what was started (a process, a thread), committed or not."""
-
-
-class Projector(Protocol):
-    """What the store needs from the read side."""
-
-    schema_version: int
-    fingerprint: str          # whatever else the read models' bytes depend on (versions, knobs)
-    db_specs: dict[str, dict]
-
-    def begin(self, tx: WriteTx, bulk: bool) -> TxState:
-        """The state of a new write transaction; ``bulk`` for a full replay,
-        whose work the projector may hold until the flush."""
-
-    def apply(self, tx: WriteTx, seq: int, event: Event, size: int) -> None: ...
-
-
-@dataclass
-class Tx:
-    """A transaction plus the sub-database handles, handed to projectors."""
-
-    txn: lmdb.Transaction[bytes]      # never opened with buffers=True: keys and values are bytes
-    dbs: dict[str, lmdb._Database]
-
-    def db(self, name: str) -> lmdb._Database:
-        return self.dbs[name]
-
-    def put_last(self, name: str, key: bytes, value: bytes) -> None:
-        """Put a key that is usually greater than every key of ``name``:
-        appended (``MDB_APPEND``: no search, pages left full), else put the
-        ordinary way."""
-        db = self.dbs[name]
-        if not self.txn.put(key, value, db=db, append=True):
-            self.txn.put(key, value, db=db)
-
-
-@dataclass
-class WriteTx(Tx):
-    """A write transaction in which a command decides and appends its events.
-
-    ``state`` is the projector's state for this transaction (begun on first
-    use); the store flushes it before the commit and closes it afterwards.
-    """
-
-    store: EventStore = None  # type: ignore[assignment]
-    bulk: bool = False                      # a full replay (set before the first event)
-    appended: list[tuple[int, int]] = field(default_factory=list)
-    watermark: int | None = None
-    _next_seq: int | None = None
-    _state: TxState | None = None
-
-    @property
-    def state(self) -> TxState:
-        if self._state is None:
-            self._state = self.store.projector.begin(self, self.bulk)
-        return self._state
-
-    def now_ms(self) -> int:
-        return self.store.clock()
-
-    def new_id(self, now_ms: int) -> str:
-        last = self.txn.get(b"last_id", db=self.dbs["meta"])
-        raw = ids.next_id(last, now_ms, self.store.rng.getrandbits(80))
-        self.txn.put(b"last_id", raw, db=self.dbs["meta"])
-        return ids.to_str(raw)
-
-    def append(self, event: Event, project: bool = True) -> int:
-        """Append ``event`` to the log and apply every projector to it (unless
-        ``project`` is False: then the read models fall behind the log until
-        a replay, as compaction does)."""
-        raw = codec.encode_event(event)
-        if self._next_seq is None:
-            self._next_seq = self.store._last_seq(self.txn) + 1
-        seq = self._next_seq
-        if not self.txn.put(codec.seq_key(seq), raw, db=self.dbs["events"], append=True):
-            raise CorruptStoreError("the event log's sequence numbers went backwards")
-        self._next_seq = seq + 1
-        if project:
-            self.store.projector.apply(self, seq, event, len(raw))
-            self.watermark = seq
-        self.appended.append((seq, len(raw)))
-        return seq
-
-    def flush(self) -> None:
-        """Just before the commit: the projector's state, then the watermark."""
-        if self._state is not None:
-            self._state.flush(self)
-        if self.watermark is not None:
-            meta.put_int(self.txn, self.dbs["meta"], b"watermark", self.watermark)
-
-    def ended(self) -> None:
-        """After the commit or abort."""
-        if self._state is not None:
-            self._state.close()
 
 
 log = logging.getLogger("convmem")

@@ -161,3 +161,9 @@ def test_the_cycle_finder_sees_a_cycle_through_relative_and_nested_imports(tmp_p
     (pkg / "d.py").write_text("from eventstore import a, c\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", str(tmp_path))
     assert import_cycles(("eventstore",)) == [["eventstore.a", "eventstore.b", "eventstore.c"]]
+
+
+@pytest.mark.parametrize("path", [m for layer in LAYERS for m in modules(layer)])
+def test_every_module_of_the_layers_is_short_enough_to_read_in_one_sitting(path):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+        assert sum(1 for _ in fh) <= 450, f"{path} holds more than one concept: split it"

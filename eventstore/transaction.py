@@ -1,0 +1,135 @@
+"""Transactions as the store hands them out, and what it asks of the read side.
+
+A :class:`Tx` is an LMDB transaction plus the sub-database handles; a
+:class:`WriteTx` is one in which a command decides (id, clock) and appends its
+events.  Each event appended is applied at once by the :class:`Projector`,
+whose per-transaction state (:class:`TxState`: values held back to be written
+once, a replay's work in memory) is flushed just before the commit and closed
+after it, committed or not.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import lmdb
+
+from . import codec, ids, meta
+from .errors import CorruptStoreError
+from .events import Event
+
+
+class TxState(Protocol):
+    """What a projector keeps for the length of one write transaction."""
+
+    def flush(self, tx: WriteTx) -> None:
+        """Write what was held back, just before the commit."""
+
+    def close(self) -> None:
+        """Release what was started (a process, a thread), committed or not."""
+
+
+class Owner(Protocol):
+    """What a write transaction needs of its store (:class:`~eventstore.store.EventStore`)."""
+
+    projector: Projector
+    clock: Callable[[], int]
+    rng: random.Random
+
+    def last_sequence(self, tx: Tx) -> int: ...
+
+
+class Projector(Protocol):
+    """What the store needs from the read side."""
+
+    schema_version: int
+    fingerprint: str          # whatever else the read models' bytes depend on (versions, knobs)
+    db_specs: dict[str, dict]
+
+    def begin(self, tx: WriteTx, bulk: bool) -> TxState:
+        """The state of a new write transaction; ``bulk`` for a full replay,
+        whose work the projector may hold until the flush."""
+
+    def apply(self, tx: WriteTx, seq: int, event: Event, size: int) -> None: ...
+
+
+@dataclass
+class Tx:
+    """A transaction plus the sub-database handles, handed to projectors."""
+
+    txn: lmdb.Transaction[bytes]      # never opened with buffers=True: keys and values are bytes
+    dbs: dict[str, lmdb._Database]
+
+    def db(self, name: str) -> lmdb._Database:
+        return self.dbs[name]
+
+    def put_last(self, name: str, key: bytes, value: bytes) -> None:
+        """Put a key that is usually greater than every key of ``name``:
+        appended (``MDB_APPEND``: no search, pages left full), else put the
+        ordinary way."""
+        db = self.dbs[name]
+        if not self.txn.put(key, value, db=db, append=True):
+            self.txn.put(key, value, db=db)
+
+
+@dataclass
+class WriteTx(Tx):
+    """A write transaction in which a command decides and appends its events.
+
+    ``state`` is the projector's state for this transaction (begun on first
+    use); the store flushes it before the commit and closes it afterwards.
+    """
+
+    store: Owner = None  # type: ignore[assignment]
+    bulk: bool = False                      # a full replay (set before the first event)
+    appended: list[tuple[int, int]] = field(default_factory=list)
+    watermark: int | None = None
+    _next_seq: int | None = None
+    _state: TxState | None = None
+
+    @property
+    def state(self) -> TxState:
+        if self._state is None:
+            self._state = self.store.projector.begin(self, self.bulk)
+        return self._state
+
+    def now_ms(self) -> int:
+        return self.store.clock()
+
+    def new_id(self, now_ms: int) -> str:
+        last = self.txn.get(b"last_id", db=self.dbs["meta"])
+        raw = ids.next_id(last, now_ms, self.store.rng.getrandbits(80))
+        self.txn.put(b"last_id", raw, db=self.dbs["meta"])
+        return ids.to_str(raw)
+
+    def append(self, event: Event, project: bool = True) -> int:
+        """Append ``event`` to the log and apply every projector to it (unless
+        ``project`` is False: then the read models fall behind the log until
+        a replay, as compaction does)."""
+        raw = codec.encode_event(event)
+        if self._next_seq is None:
+            self._next_seq = self.store.last_sequence(self) + 1
+        seq = self._next_seq
+        if not self.txn.put(codec.seq_key(seq), raw, db=self.dbs["events"], append=True):
+            raise CorruptStoreError("the event log's sequence numbers went backwards")
+        self._next_seq = seq + 1
+        if project:
+            self.store.projector.apply(self, seq, event, len(raw))
+            self.watermark = seq
+        self.appended.append((seq, len(raw)))
+        return seq
+
+    def flush(self) -> None:
+        """Just before the commit: the projector's state, then the watermark."""
+        if self._state is not None:
+            self._state.flush(self)
+        if self.watermark is not None:
+            meta.put_int(self.txn, self.dbs["meta"], b"watermark", self.watermark)
+
+    def ended(self) -> None:
+        """After the commit or abort."""
+        if self._state is not None:
+            self._state.close()
