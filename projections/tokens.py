@@ -2,8 +2,8 @@
 
 Text is NFKC-normalized (full-width Latin and digits become ASCII, half-width
 katakana becomes full-width) and case-folded; curly apostrophes become ``'``.
-Then it is cut into *chunks* — runs of an unsegmented script, and words — and
-each chunk gives terms:
+Then it is cut into *spans* — runs of an unsegmented script, and words — and
+each span gives terms:
 
 * **words** — letters and digits of spaced scripts, with inner apostrophes
   (``caroline's``); alphabetic words are stemmed with Snowball English, so
@@ -70,7 +70,7 @@ _UNSEGMENTED = (
     "\uac00-\ud7af"            # Hangul syllables
 )
 _WORD = rf"[^\W{_UNSEGMENTED}]+(?:'[^\W{_UNSEGMENTED}]+)*"
-_CHUNK = re.compile(rf"(?P<run>(?:\d+)?[{_UNSEGMENTED}]+(?:\d+[{_UNSEGMENTED}]+)*\d*)"
+_SPAN = re.compile(rf"(?P<run>(?:\d+)?[{_UNSEGMENTED}]+(?:\d+[{_UNSEGMENTED}]+)*\d*)"
                     rf"|(?P<word>{_WORD}(?:[._\-/:\\@+#]+{_WORD})*)")
 _UNITS = re.compile(rf"\d+|[{_UNSEGMENTED}]")
 _SEPARATORS = re.compile(r"[._\-/:\\@+#]+")
@@ -129,10 +129,10 @@ def _stem(word: str) -> str:
     return bounded(stemmer.stemWord(word))
 
 
-def _parts(chunk: str) -> list[str]:
+def _parts(span: str) -> list[str]:
     """An identifier's parts: split at separators, then at CamelCase humps."""
     parts: list[str] = []
-    for piece in _SEPARATORS.split(chunk):
+    for piece in _SEPARATORS.split(span):
         if piece.isascii() and "'" not in piece:
             parts.extend(_CAMEL.findall(piece) or ([piece] if piece else []))
         elif piece:
@@ -140,44 +140,44 @@ def _parts(chunk: str) -> list[str]:
     return parts
 
 
-def _whole(chunk: str) -> str:
+def _whole(span: str) -> str:
     """An identifier (or a part of one) as one term: folded and, when it is all
     letters, stemmed — so that ``getUserProfile`` and the plain word
     ``getuserprofile`` give the same term, as query and as text."""
-    folded = chunk.casefold()
-    if _HYPHENATED.fullmatch(chunk):
+    folded = span.casefold()
+    if _HYPHENATED.fullmatch(span):
         return _stem(folded.replace("-", ""))
     return _stem(folded)
 
 
-def _word(chunk: str) -> Iterator[tuple[str, str]]:
+def _word(span: str) -> Iterator[tuple[str, str]]:
     """A word, or an identifier's whole, its coarse segments and its parts."""
-    parts = _parts(chunk)
-    if not parts or parts == [chunk]:
-        folded = chunk.casefold()
+    parts = _parts(span)
+    if not parts or parts == [span]:
+        folded = span.casefold()
         yield _stem(folded), STOP if folded in STOPWORDS else WORD
         return
-    whole = _whole(chunk)
+    whole = _whole(span)
     yield whole, WHOLE
-    inner = dict.fromkeys(_whole(seg) for seg in _inner_wholes(chunk))
+    inner = dict.fromkeys(_whole(seg) for seg in _inner_wholes(span))
     inner.pop(whole, None)
     yield from ((term, PART) for term in inner)
     for part in parts:
         yield _stem(part.casefold()), PART
 
 
-def _inner_wholes(chunk: str) -> Iterator[str]:
+def _inner_wholes(span: str) -> Iterator[str]:
     """The pieces of an identifier that are identifiers themselves: each
     path, URL or namespace segment, and each CamelCase word between
     separators (``getUserProfile`` in ``obj.getUserProfile`` or ``getUserProfile_``)."""
-    segments = [seg for seg in _COARSE.split(chunk) if seg]
+    segments = [seg for seg in _COARSE.split(span) if seg]
     if len(segments) > 1:
         yield from (seg for seg in segments if len(_parts(seg)) > 1)
-    yield from (piece for piece in _SEPARATORS.split(chunk) if piece != chunk and len(_parts(piece)) > 1)
+    yield from (piece for piece in _SEPARATORS.split(span) if piece != span and len(_parts(piece)) > 1)
 
 
-def _run(chunk: str) -> Iterator[tuple[str, str]]:
-    units = _UNITS.findall(_KATAKANA_LONG.sub("", chunk.casefold()))
+def _run(span: str) -> Iterator[tuple[str, str]]:
+    units = _UNITS.findall(_KATAKANA_LONG.sub("", span.casefold()))
     if len(units) == 1:
         yield bounded(units[0]), UNIGRAM
         return
@@ -196,29 +196,29 @@ def _normalized(text: str) -> str:
     return text.translate(_TRANSLATE)
 
 
-def _chunks(text: str) -> Iterator[tuple[str, bool]]:
-    """(chunk, is an unsegmented run) for each chunk of ``text`` (normalized)."""
-    for m in _CHUNK.finditer(text):
+def _spans(text: str) -> Iterator[tuple[str, bool]]:
+    """(span, is an unsegmented run) for each span of ``text`` (normalized)."""
+    for m in _SPAN.finditer(text):
         yield m.group(), m.lastgroup == "run"
 
 
 @lru_cache(maxsize=65536)
-def _word_terms(chunk: str) -> tuple[str, ...]:
-    """The index terms of one word chunk (chunks repeat a lot: cached)."""
-    return tuple(term for term, _ in _word(chunk))
+def _word_terms(span: str) -> tuple[str, ...]:
+    """The index terms of one word span (spans repeat a lot: cached)."""
+    return tuple(term for term, _ in _word(span))
 
 
 def _piece_terms(piece: str) -> tuple[str, ...]:
     out: list[str] = []
-    for chunk, is_run in _chunks(piece):
-        out.extend(term for term, _ in _run(chunk)) if is_run else out.extend(_word_terms(chunk))
+    for span, is_run in _spans(piece):
+        out.extend(term for term, _ in _run(span)) if is_run else out.extend(_word_terms(span))
     return tuple(out)
 
 
 def terms(text: str) -> list[str]:
     """Every indexable term of ``text``, in order, with repeats.
 
-    No chunk holds whitespace (no character class of ``_CHUNK`` matches a
+    No span holds whitespace (no character class of ``_SPAN`` matches a
     character for which ``str.isspace()`` is true), so the text is cut at
     whitespace first and the terms of each piece are cached: pieces repeat a
     lot, and one dictionary lookup is far cheaper than the regular expression.
@@ -244,11 +244,11 @@ def query_terms(text: str) -> dict[str, float]:
     run is asked by its bigrams and characters, a one-character run whole.
     """
     tagged: list[tuple[str, str]] = []
-    for chunk, is_run in _chunks(_normalized(text)):
+    for span, is_run in _spans(_normalized(text)):
         if not is_run:
-            tagged.extend(_word(chunk))
+            tagged.extend(_word(span))
             continue
-        found = list(_run(chunk))
+        found = list(_run(span))
         if len(found) == 1:
             tagged.extend(found)
         else:

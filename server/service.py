@@ -136,7 +136,7 @@ class MemoryService:
         with self._read() as tx:
             state = self._live(tx, message_id, expected_revision)
             data = messages.content(tx, state).encode("utf-8", "surrogatepass")
-        end = _chunk_end(data, offset, limit)
+        end = _range_end(data, offset, limit)
         return {"status": "OK", "content_range": {
             "message_id": message_id, "revision": state.revision, "total_bytes": len(data),
             "content_offset": offset, "next_content_offset": end, "complete": end == len(data),
@@ -318,8 +318,8 @@ class _ContextWalk:
         return out
 
 
-def _chunk_end(data: bytes, offset: int, limit: int) -> int:
-    """End of the chunk at ``offset``: shortened to a code-point boundary, or one
+def _range_end(data: bytes, offset: int, limit: int) -> int:
+    """End of the range at ``offset``: shortened to a code-point boundary, or one
     whole code point when the limit is smaller than it."""
     if offset > len(data) or (offset < len(data) and _continuation(data[offset])):
         raise ValidationError("content_offset: must be 0, the end, or a UTF-8 code-point boundary")

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from projections import tokens
 from projections.tokens import (
-    _CHUNK,
+    _SPAN,
     _QUERY_WEIGHT,
     CHAR,
     STOP,
@@ -25,26 +25,26 @@ from projections.tokens import (
 
 
 # ----------------------------------------------- the implementation before the cache
-def reference_chunks(text: str):
+def reference_spans(text: str):
     text = tokens._normalized(text)            # NFKC, apostrophes, katakana middle dots
-    for m in _CHUNK.finditer(text):
+    for m in _SPAN.finditer(text):
         yield m.group(), m.lastgroup == "run"
 
 
 def reference_terms(text: str) -> list[str]:
     out: list[str] = []
-    for chunk, is_run in reference_chunks(text):
-        out.extend(term for term, _ in _run(chunk)) if is_run else out.extend(_word_terms(chunk))
+    for span, is_run in reference_spans(text):
+        out.extend(term for term, _ in _run(span)) if is_run else out.extend(_word_terms(span))
     return out
 
 
 def reference_query_terms(text: str) -> dict[str, float]:
     tagged: list[tuple[str, str]] = []
-    for chunk, is_run in reference_chunks(text):
+    for span, is_run in reference_spans(text):
         if not is_run:
-            tagged.extend(_word(chunk))
+            tagged.extend(_word(span))
             continue
-        found = list(_run(chunk))
+        found = list(_run(span))
         if len(found) == 1:
             tagged.extend(found)
         else:
@@ -85,10 +85,10 @@ def test_query_terms_are_those_of_the_whole_text_scan(text):
     assert query_terms(text) == reference_query_terms(text)
 
 
-def test_no_whitespace_character_can_be_inside_a_chunk():
+def test_no_whitespace_character_can_be_inside_a_span():
     for c in (chr(n) for n in range(sys.maxunicode + 1) if chr(n).isspace()):
-        assert _CHUNK.search(c) is None
-        assert [m.group() for m in _CHUNK.finditer(f"a{c}b 東{c}京 1{c}2 x.{c}y")] == \
+        assert _SPAN.search(c) is None
+        assert [m.group() for m in _SPAN.finditer(f"a{c}b 東{c}京 1{c}2 x.{c}y")] == \
             ["a", "b", "東", "京", "1", "2", "x", "y"]
 
 
