@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from projections import tokens
 from projections.tokens import (
-    _SPAN,
     _QUERY_WEIGHT,
+    _SPAN,
     CHAR,
     STOP,
     UNIGRAM,
