@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from itertools import repeat
 
 from eventstore.events import Message
+from eventstore.transaction import Tx
 
 from .config import IndexConfig
 from .layout import PENDING, docno_key, docno_of
@@ -29,7 +30,7 @@ from .worker import Builder
 
 
 class BulkReplay:
-    def __init__(self, tx, config: IndexConfig) -> None:
+    def __init__(self, tx: Tx, config: IndexConfig) -> None:
         self.tx, self.config = tx, config
         self.pending: dict[int, Record | Message] = {}
         self.merged: dict[int, Record | Message] = {}     # merged, not yet written

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from eventstore.errors import CorruptStoreError
 from eventstore.events import KINDS, TIERS, Message
 from eventstore.ids import to_bytes, to_str
+from eventstore.transaction import Tx
 
 from .layout import DOCS, docno_key, sealed, unsealed
 
@@ -39,7 +40,7 @@ def doc_value(key: bytes, msg: Message) -> bytes:
                   + msg.session_id.encode("utf-8"))
 
 
-def put(tx, docno: int, msg: Message, new: bool) -> None:
+def put(tx: Tx, docno: int, msg: Message, new: bool) -> None:
     """Write a document's row; ``new``: its docno is the greatest so far (appended)."""
     key = docno_key(docno)
     if new:
@@ -48,11 +49,11 @@ def put(tx, docno: int, msg: Message, new: bool) -> None:
         tx.txn.put(key, doc_value(key, msg), db=tx.db(DOCS))
 
 
-def delete(tx, docno: int) -> None:
+def delete(tx: Tx, docno: int) -> None:
     tx.txn.delete(docno_key(docno), db=tx.db(DOCS))
 
 
-def raw_doc(tx, docno: int) -> bytes | None:
+def raw_doc(tx: Tx, docno: int) -> bytes | None:
     """The ``docs`` value (checksum checked and cut off), for filters that
     compare a byte or two."""
     key = docno_key(docno)
@@ -60,7 +61,7 @@ def raw_doc(tx, docno: int) -> bytes | None:
     return None if raw is None else unsealed(key, raw, "a search document record")
 
 
-def doc(tx, docno: int) -> Doc | None:
+def doc(tx: Tx, docno: int) -> Doc | None:
     raw = raw_doc(tx, docno)
     if raw is None:
         return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from eventstore.events import KINDS, TIERS
+from eventstore.transaction import Tx
 
 from .docs import DOC_IMPORTANCE, DOC_KIND, DOC_SESSION, DOC_TIER, Doc, doc, raw_doc
 from .layout import FACETS, docno_key
@@ -45,7 +46,7 @@ class FacetFilter:
     say) filters nothing and is dropped.
     """
 
-    def __init__(self, tx, flt: Filter, n_docs: int) -> None:
+    def __init__(self, tx: Tx, flt: Filter, n_docs: int) -> None:
         """``flt`` has ``session_id``, ``kinds``, ``tiers``, ``tags``, ``min_importance``."""
         self.tx, self.flt = tx, flt
         self.allowed: set[int] | None = None

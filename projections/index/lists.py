@@ -14,6 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from itertools import islice, repeat
 
+from eventstore.transaction import Tx
+
 from .chunks import boundary, cut_list, merge_list
 from .gather import Gathered
 from .layout import EXACT, FACETS, FIELDS, POSTINGS, docno_key, list_prefix
@@ -106,13 +108,13 @@ class PostingLists:
                        list(map(extra.get, docnos, repeat(1))) if extra else None,
                        lengths, remove.get(term, set()))
 
-    def write(self, tx) -> None:
+    def write(self, tx: Tx) -> None:
         """Merge every list into the chunks stored."""
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
             for prefix, docnos, tfs, lengths, remove in self._each():
                 merge_list(cur, prefix, docnos, tfs, lengths, remove, self.cut, self.bounds)
 
-    def append(self, tx) -> None:
+    def append(self, tx: Tx) -> None:
         """Write the lists into an empty ``postings``: each cut into its chunks
         at once, every chunk appended in key order (pages filled, no search)."""
         items = []
@@ -124,7 +126,7 @@ class PostingLists:
             raise AssertionError("posting chunks were not appended in key order")
 
 
-def merge_records(tx, cut: int, records: list[tuple[int, Record]], lists: PostingLists | None = None,
+def merge_records(tx: Tx, cut: int, records: list[tuple[int, Record]], lists: PostingLists | None = None,
                   exact: list[tuple[bytes, bytes]] | None = None,
                   facets: list[tuple[bytes, bytes]] | None = None) -> None:
     """Merge whole records (ascending docno) into postings, exact and facets,
@@ -145,7 +147,7 @@ def merge_records(tx, cut: int, records: list[tuple[int, Record]], lists: Postin
     put_dups(tx, FACETS, facets, newest=True)
 
 
-def add_fields(tx, cut: int, docno: int, entries: dict[int, FieldEntry]) -> None:
+def add_fields(tx: Tx, cut: int, docno: int, entries: dict[int, FieldEntry]) -> None:
     """Put some fields of a merged document into postings and exact."""
     lists = PostingLists(cut)
     dk = docno_key(docno)
@@ -155,7 +157,7 @@ def add_fields(tx, cut: int, docno: int, entries: dict[int, FieldEntry]) -> None
     lists.write(tx)
 
 
-def remove_fields(tx, cut: int, docno: int, entries: dict[int, FieldEntry]) -> None:
+def remove_fields(tx: Tx, cut: int, docno: int, entries: dict[int, FieldEntry]) -> None:
     """Take some fields of a merged document out of postings and exact."""
     lists = PostingLists(cut)
     dk = docno_key(docno)
@@ -165,7 +167,7 @@ def remove_fields(tx, cut: int, docno: int, entries: dict[int, FieldEntry]) -> N
     lists.write(tx)
 
 
-def put_dups(tx, db: str, items: list[tuple[bytes, bytes]], newest: bool = False) -> None:
+def put_dups(tx: Tx, db: str, items: list[tuple[bytes, bytes]], newest: bool = False) -> None:
     """Put (key, docno) pairs.  ``newest``: every docno is greater than any
     already under its key (a merge's), so each goes at the end of its key's
     duplicates (``MDB_APPENDDUP``: full pages left behind, not half-full ones);
@@ -177,7 +179,7 @@ def put_dups(tx, db: str, items: list[tuple[bytes, bytes]], newest: bool = False
                 cur.putmulti(items)
 
 
-def delete_dups(tx, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
+def delete_dups(tx: Tx, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
     handle = tx.db(db)
     for k, v in items:
         tx.txn.delete(k, v, db=handle)

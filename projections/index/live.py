@@ -14,6 +14,7 @@ transactions.  In a replay (``bulk``) the same work is followed in memory by
 from __future__ import annotations
 
 from eventstore.events import Message
+from eventstore.transaction import Tx
 
 from . import docs
 from .bulk import BulkReplay
@@ -31,13 +32,13 @@ class IndexWork:
         self.deltas: dict[str, int] = {}        # field statistics to add at the flush
         self.replay: BulkReplay | None = None
 
-    def _bulk(self, tx) -> BulkReplay | None:
+    def _bulk(self, tx: Tx) -> BulkReplay | None:
         if self.bulk and self.replay is None:
             self.replay = BulkReplay(tx, self.config)
         return self.replay
 
     # ---------------------------------------------------------- operations
-    def index(self, tx, docno: int, msg: Message) -> None:
+    def index(self, tx: Tx, docno: int, msg: Message) -> None:
         docs.put(tx, docno, msg, new=True)                 # docnos only grow
         replay = self._bulk(tx)
         if replay is not None:
@@ -53,7 +54,7 @@ class IndexWork:
             tx.txn.drop(handle, delete=False)
             merge_records(tx, self.config.cut, records)
 
-    def unindex(self, tx, docno: int, msg: Message) -> None:
+    def unindex(self, tx: Tx, docno: int, msg: Message) -> None:
         rec, pend = self._held(tx, docno)
         if rec is not None:
             self._store_held(tx, docno, None, pend)
@@ -64,7 +65,7 @@ class IndexWork:
         docs.delete(tx, docno)
         count(self.deltas, enumerate(rec.fields), -1)
 
-    def reindex(self, tx, docno: int, old: Message, new: Message, content_changed: bool) -> None:
+    def reindex(self, tx: Tx, docno: int, old: Message, new: Message, content_changed: bool) -> None:
         """Move an updated message's index entries from ``old`` to ``new``, touching
         only the fields that changed: the same bytes as unindex + index would leave
         in the tree, without re-tokenizing an unchanged content."""
@@ -90,7 +91,7 @@ class IndexWork:
         put_dups(tx, FACETS, [(k, dk) for k in sorted(came - gone)])
 
     # --------------------------------------------------- the transaction's end
-    def finish(self, tx) -> dict[str, int]:
+    def finish(self, tx: Tx) -> dict[str, int]:
         """Write what a replay held; returns the field statistics to add."""
         if self.replay is not None:
             for k, v in self.replay.finish().items():
@@ -104,7 +105,7 @@ class IndexWork:
             self.replay.stop()
 
     # ------------------------------------------------------------- helpers
-    def _held(self, tx, docno: int) -> tuple[Record | None, bool]:
+    def _held(self, tx: Tx, docno: int) -> tuple[Record | None, bool]:
         """(record, pending) of a document not merged into the tree yet, else (None, False)."""
         replay = self._bulk(tx)
         if replay is not None:
@@ -112,7 +113,7 @@ class IndexWork:
         raw = tx.txn.get(docno_key(docno), db=tx.db(PENDING))
         return (None, False) if raw is None else (Record.decode(raw), True)
 
-    def _store_held(self, tx, docno: int, rec: Record | None, pend: bool) -> None:
+    def _store_held(self, tx: Tx, docno: int, rec: Record | None, pend: bool) -> None:
         replay = self._bulk(tx)
         if replay is not None:
             replay.store_held(docno, rec, pend)

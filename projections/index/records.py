@@ -23,6 +23,7 @@ from typing import NamedTuple
 from eventstore import codec
 from eventstore.errors import CorruptStoreError
 from eventstore.events import KINDS, TIERS, Message, Metadata
+from eventstore.transaction import Tx
 
 from ..tokens import terms
 from .layout import FIELDS, PENDING, docno_of, exact_key
@@ -180,7 +181,7 @@ _PARSED: dict[bytes, Pending] = {}
 _PARSED_MAX = 1024
 
 
-def pending(tx) -> list[Pending]:
+def pending(tx: Tx) -> list[Pending]:
     """Every pending record (parsed ones are cached by their bytes)."""
     out = []
     with tx.txn.cursor(db=tx.db(PENDING)) as cur:
