@@ -1,4 +1,4 @@
-"""Small pieces of the server layer on their own: chunking, cursors, the lock, unreadable lines."""
+"""Small pieces of the server layer on their own: content ranges, cursors, the lock, unreadable lines."""
 
 from __future__ import annotations
 
@@ -12,23 +12,23 @@ from eventstore.errors import ValidationError
 from server import cursors
 from server._rwlock import RWLock
 from server.app import _unreadable_reply
-from server.service import _chunk_end
+from server.service import _range_end
 
 SECRET = b"k" * 32
 
 
-# -------------------------------------------------------------------- chunking
+# -------------------------------------------------------------- content ranges
 def boundaries(data: bytes) -> list[int]:
     return [i for i in range(len(data) + 1) if i == len(data) or data[i] & 0xC0 != 0x80]
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(min_size=0, max_size=40), limit=st.integers(1, 12), pick=st.integers(0, 1000))
-def test_a_chunk_is_whole_code_points_within_the_limit_or_exactly_one(text, limit, pick):
+def test_a_content_range_is_whole_code_points_within_the_limit_or_exactly_one(text, limit, pick):
     data = text.encode("utf-8")
     starts = boundaries(data)
     offset = starts[pick % len(starts)]
-    end = _chunk_end(data, offset, limit)
+    end = _range_end(data, offset, limit)
     assert end in starts and offset <= end <= len(data)
     piece = data[offset:end].decode("utf-8")
     if offset < len(data):
@@ -47,7 +47,7 @@ def test_an_offset_inside_a_code_point_or_past_the_end_is_refused(text):
         if offset in boundaries(data):
             continue
         with pytest.raises(ValidationError, match="content_offset"):
-            _chunk_end(data, offset, 4)
+            _range_end(data, offset, 4)
 
 
 # --------------------------------------------------------------------- cursors
