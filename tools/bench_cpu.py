@@ -1,0 +1,74 @@
+"""CPU time per durable write and per replayed event, in-process.
+
+    python -m tools.bench_cpu [--writes N] [--events N] [--rounds R]
+
+Wall-clock benchmarks on shared cores swing by ±20% from run to run; CPU time
+(``time.process_time``) swings less, and its minimum over a few rounds is the
+least disturbed by other work.  Used to compare two versions of the code back
+to back (run it in each checkout, alternating).  The replay runs in one
+process (``IndexConfig(second_process=False)``), so that its CPU time is all
+of its work.  Output: one JSON line on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+
+from eventstore.events import Metadata
+from projections.index import IndexConfig
+from server.service import MemoryService
+
+from .bench_store import DEFAULT_DATA, fill, messages_of
+
+
+def write_cpu(path: str, n: int) -> float:
+    """Milliseconds of CPU per ``write_message`` (each a durable commit)."""
+    svc = MemoryService(path)
+    texts = messages_of(DEFAULT_DATA)
+    try:
+        start = time.process_time()
+        for i in range(n):
+            svc.write_message(f"s{i % 20}", "user", next(texts), Metadata())
+        return 1e3 * (time.process_time() - start) / n
+    finally:
+        svc.close()
+
+
+def replay_cpu(path: str, events: int) -> float:
+    """Microseconds of CPU per event of a full replay, in one process."""
+    fill(path, messages_of(DEFAULT_DATA), events, 200)
+    svc = MemoryService(path, index_config=IndexConfig(second_process=False))
+    try:
+        start = time.process_time()
+        svc.store.rebuild_projections()
+        return 1e6 * (time.process_time() - start) / events
+    finally:
+        svc.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tools.bench_cpu", description=__doc__.split("\n\n")[0])
+    p.add_argument("--writes", type=int, default=2000, help="durable writes per round (default 2000)")
+    p.add_argument("--events", type=int, default=20000, help="events in the replayed store (default 20000)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of each (default 3)")
+    args = p.parse_args(argv)
+    writes, replays = [], []
+    for _ in range(args.rounds):
+        work = tempfile.mkdtemp(prefix="convmem-cpu-")
+        try:
+            writes.append(round(write_cpu(os.path.join(work, "w"), args.writes), 3))
+            replays.append(round(replay_cpu(os.path.join(work, "r"), args.events), 1))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps({"benchmark": "bench_cpu", "write_cpu_ms": writes, "write_cpu_ms_min": min(writes),
+                      "replay_cpu_us_per_event": replays, "replay_cpu_us_min": min(replays)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
