@@ -39,7 +39,7 @@ from . import history, messages, relations, sessions, stats, tokens
 from . import index as term_index
 from .index import IndexConfig, IndexWork
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 @lru_cache(maxsize=4096)

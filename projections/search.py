@@ -61,6 +61,9 @@ class Filters:
     tiers: frozenset[str] = frozenset()
     tags: tuple[str, ...] = ()
     min_importance: int = 0
+    roles: frozenset[str] = frozenset()
+    after: int | None = None          # timestamp ≥ after (ms since the epoch)
+    before: int | None = None         # timestamp < before
 
 
 @dataclass

@@ -92,7 +92,8 @@ def _read(svc: MemoryService, a: Args) -> dict:
 def _search(svc: MemoryService, a: Args) -> dict:
     f = a["filters_json"]
     flt = Filters(session_id=a["session_id"], kinds=f.get("kinds", frozenset()), tiers=f.get("tiers", frozenset()),
-                  tags=f.get("tags", ()), min_importance=a["min_importance"])
+                  tags=f.get("tags", ()), min_importance=a["min_importance"], roles=f.get("roles", frozenset()),
+                  after=f.get("after"), before=f.get("before"))
     return svc.search(a["query"], flt, a["context_size"], a["limit"])
 
 
@@ -182,7 +183,8 @@ TOOLS: tuple[ToolSpec, ...] = (
                   min_bytes=1, max_bytes=4096),
             _session_id("Only search this session."),
             Param(name="filters_json", type="string", description='JSON object string: {"kinds":[...],'
-                  '"tiers":[...],"tags":[...]}; kinds/tiers match any listed, tags must all be present.',
+                  '"tiers":[...],"tags":[...],"roles":[...],"after":ms,"before":ms}; kinds/tiers/roles match any '
+                  'listed, tags must all be present, after <= timestamp < before (ms since the epoch).',
                   default="{}", check=v.filters, json_text="object"),
             Param(name="min_importance", type="integer", description="Only messages at least this important.",
                   minimum=0, maximum=100, default=0),

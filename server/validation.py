@@ -14,10 +14,11 @@ from dataclasses import replace
 from typing import Any
 
 from eventstore.errors import ValidationError
-from eventstore.events import KINDS, RELATION_TYPES, TIERS, Metadata
+from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS, Metadata
 from eventstore.ids import is_canonical
 
 MAX_CONTENT = 1 << 20
+MAX_TIMESTAMP = (1 << 63) - 1     # filters_json after/before: milliseconds since the epoch
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
@@ -158,7 +159,9 @@ def apply_patch(meta: Metadata, patch: dict[str, Any]) -> Metadata:
 
 
 def filters(value: Any, field: str) -> dict[str, Any]:
-    """``{"kinds", "tiers", "tags"}`` from a ``filters_json`` string; absent keys are left out."""
+    """``{"kinds", "tiers", "tags", "roles", "after", "before"}`` from a
+    ``filters_json`` string; absent keys are left out.  ``after``/``before``
+    are milliseconds since the epoch (``after`` inclusive, ``before`` exclusive)."""
     parsed = parse_json(value, field)
     if not isinstance(parsed, dict):
         raise ValidationError(f"{field}: must encode a JSON object")
@@ -174,6 +177,11 @@ def filters(value: Any, field: str) -> dict[str, Any]:
             out["tags"] = tuple(dict.fromkeys(
                 text(t, f"{field}.tags[]", min_bytes=1, max_bytes=128)
                 for t in string_list(raw, f"{field}.tags", 32)))
+        elif key == "roles":
+            out["roles"] = frozenset(choice(r, f"{field}.roles[]", ROLES)
+                                     for r in string_list(raw, f"{field}.roles", 64))
+        elif key in ("after", "before"):
+            out[key] = integer(raw, f"{field}.{key}", 0, MAX_TIMESTAMP)
         else:
             raise ValidationError(f"{field}: unknown field {_label(key)}")
     return out

@@ -1,19 +1,20 @@
-"""Search filters answered from the facet lists (query side of the term index).
+"""Search filters answered from the index (query side of the term index).
 
 ``facets`` (dupsort, dupfixed 6) holds one list of docnos per filter value:
-``s`` + session id, ``k`` + kind, ``t`` + tier, ``i`` + importance, ``g`` + tag
-(see :func:`~.records.facet_keys`).
+``s`` + session id, ``k`` + kind, ``t`` + tier, ``i`` + importance, ``r`` +
+role, ``g`` + tag (see :func:`~.records.facet_keys`); ``times`` holds every
+document in timestamp order, so a time window is a range of keys.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from eventstore.events import KINDS, TIERS
+from eventstore.events import KINDS, ROLES, TIERS
 from eventstore.transaction import Tx
 
-from .docs import DOC_IMPORTANCE, DOC_KIND, DOC_SESSION, DOC_TIER, Doc, doc, raw_doc
-from .layout import FACETS, docno_key
+from .docs import DOC_IMPORTANCE, DOC_KIND, DOC_ROLE, DOC_SESSION, DOC_TIER, DOC_TIME, Doc, doc, raw_doc
+from .layout import FACETS, TIMES, docno_key, docno_of, time_key
 from .records import Pending
 
 # a condition's name: the filter's field, or ("tag", the tag)
@@ -33,6 +34,16 @@ class Filter(Protocol):
     def tags(self) -> tuple[str, ...]: ...
     @property
     def min_importance(self) -> int: ...
+    @property
+    def roles(self) -> frozenset[str]: ...
+    @property
+    def after(self) -> int | None: ...
+    @property
+    def before(self) -> int | None: ...
+
+
+TIME_SCAN = 10_001          # ``times`` keys counted at most to size a time window
+_NEVER = 1 << 64            # past every timestamp
 
 
 class FacetFilter:
@@ -41,6 +52,11 @@ class FacetFilter:
     check, on the ``docs`` bytes, of whatever that list does not settle.
     Pending documents are not in the facet lists yet: :meth:`passes_pending`
     checks their record's facet keys instead.
+
+    A time window (``after`` ≤ timestamp < ``before``) is a range of the
+    ``times`` keys: sized by counting them (up to ``TIME_SCAN``), built into a
+    set like a facet list when it is the smallest condition, else checked on
+    each document's ``docs`` row.
 
     A condition every live message meets (``kinds`` naming every kind in use,
     say) filters nothing and is dropped.
@@ -58,6 +74,9 @@ class FacetFilter:
         with tx.txn.cursor(db=tx.db(FACETS)) as cur:
             sized = [(sum(cur.count() if cur.set_key(k) else 0 for k in keys), name, keys)
                      for name, keys in conditions]
+        self._window = self._time_window()
+        if self._window is not None:
+            sized.append((self._count_window(min(n_docs, TIME_SCAN)), "time", []))
         sized = [c for c in sized if c[0] < n_docs or c[0] == 0]
         self._pending = {name for _, name, _ in sized}
         if sized:
@@ -65,7 +84,35 @@ class FacetFilter:
         self.checks = bool(self._pending)    # documents must be checked one by one
         self._kinds = {KINDS.index(k) for k in flt.kinds}
         self._tiers = {TIERS.index(t) for t in flt.tiers}
+        self._roles = {ROLES.index(r) for r in flt.roles}
         self._session = (flt.session_id or "").encode("utf-8")
+
+    def _time_window(self) -> tuple[int, int] | None:
+        """(first timestamp allowed, first one past the window), if the filter has one."""
+        after, before = self.flt.after, self.flt.before
+        if after is None and before is None:
+            return None
+        return after or 0, _NEVER if before is None else before
+
+    def _window_keys(self) -> tuple[bytes, bytes]:
+        lo, hi = self._window or (0, _NEVER)
+        return time_key(lo, 0), time_key(min(max(hi, lo), _NEVER - 1), 0)
+
+    def _count_window(self, cap: int) -> int:
+        """Documents in the time window, counted up to ``cap``."""
+        first, end = self._window_keys()
+        n = 0
+        with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
+            if cur.set_range(first):
+                for key in cur.iternext(values=False):
+                    if key >= end or n >= cap:
+                        break
+                    n += 1
+        return n
+
+    def _in_window(self, timestamp: int) -> bool:
+        lo, hi = self._window or (0, _NEVER)
+        return lo <= timestamp < hi
 
     def _conditions(self) -> list[tuple[_Name, list[bytes]]]:
         """Each condition, named, as the facet keys whose union it allows."""
@@ -79,17 +126,32 @@ class FacetFilter:
             out.append(("tiers", [b"t" + bytes([TIERS.index(t)]) for t in sorted(f.tiers)]))
         if f.min_importance:
             out.append(("importance", [b"i" + bytes([i]) for i in range(f.min_importance, 101)]))
+        if f.roles:
+            out.append(("roles", [b"r" + bytes([ROLES.index(r)]) for r in sorted(f.roles)]))
         out.extend((("tag", t), [b"g" + t.encode("utf-8")]) for t in dict.fromkeys(f.tags))
         return out
 
     def passes_pending(self, record: Pending) -> bool:
-        return all(not keys.isdisjoint(record.facets) for keys in self._any)
+        if not all(not keys.isdisjoint(record.facets) for keys in self._any):
+            return False
+        if self._window is None:
+            return True
+        raw = raw_doc(self.tx, record.docno)
+        return raw is not None and self._in_window(int.from_bytes(raw[DOC_TIME:DOC_TIME + 8], "big"))
 
     def materialize(self, limit: int) -> bool:
         """Build the set of allowed (merged) docnos when it has at most ``limit``."""
         if self.size < 0 or self.size > limit:
             return False
         allowed: set[int] = set()
+        if self._best == "time":
+            first, end = self._window_keys()
+            with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
+                if cur.set_range(first):
+                    for key in cur.iternext(values=False):
+                        if key >= end:
+                            break
+                        allowed.add(docno_of(key))
         with self.tx.txn.cursor(db=self.tx.db(FACETS)) as cur:
             for key in self._keys:
                 if cur.set_key(key):
@@ -128,6 +190,10 @@ class FacetFilter:
                 ok = raw[DOC_TIER] in self._tiers
             elif name == "importance":
                 ok = raw[DOC_IMPORTANCE] >= self.flt.min_importance
+            elif name == "roles":
+                ok = raw[DOC_ROLE] in self._roles
+            elif name == "time":
+                ok = self._in_window(int.from_bytes(raw[DOC_TIME:DOC_TIME + 8], "big"))
             else:
                 with self.tx.txn.cursor(db=self.tx.db(FACETS)) as cur:
                     ok = cur.set_key_dup(b"g" + name[1].encode("utf-8"), docno_key(docno))

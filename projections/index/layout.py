@@ -16,9 +16,9 @@ from eventstore.errors import CorruptStoreError
 
 from ..tokens import normalize
 
-POSTINGS, PENDING, EXACT, DOCS, FACETS = "postings", "pending", "exact", "docs", "facets"
+POSTINGS, PENDING, EXACT, DOCS, FACETS, TIMES = "postings", "pending", "exact", "docs", "facets", "times"
 _DUPS = {"dupsort": True, "dupfixed": True}
-SPECS: dict[str, dict] = {POSTINGS: {}, PENDING: {}, EXACT: _DUPS, DOCS: {}, FACETS: _DUPS}
+SPECS: dict[str, dict] = {POSTINGS: {}, PENDING: {}, EXACT: _DUPS, DOCS: {}, FACETS: _DUPS, TIMES: {}}
 FIELDS = ("content", "summary", "tags")
 
 
@@ -29,6 +29,11 @@ def docno_key(docno: int) -> bytes:
 def docno_of(key: bytes) -> int:
     """The docno a key ends with."""
     return int.from_bytes(key[-6:], "big")
+
+
+def time_key(timestamp: int, docno: int) -> bytes:
+    """A ``times`` key: the message's timestamp (8 bytes) then its docno."""
+    return timestamp.to_bytes(8, "big") + docno.to_bytes(6, "big")
 
 
 def list_prefix(field: int, term: str) -> bytes:

@@ -62,7 +62,7 @@ class IndexWork:
             rec = record_of(msg)
             remove_fields(tx, self.config.cut, docno, dict(enumerate(rec.fields)))
             delete_dups(tx, FACETS, ((k, docno_key(docno)) for k in rec.facets))
-        docs.delete(tx, docno)
+        docs.delete(tx, docno, msg.timestamp)
         count(self.deltas, enumerate(rec.fields), -1)
 
     def reindex(self, tx: Tx, docno: int, old: Message, new: Message, content_changed: bool) -> None:

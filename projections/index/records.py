@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from eventstore import codec
 from eventstore.errors import CorruptStoreError
-from eventstore.events import KINDS, TIERS, Message, Metadata
+from eventstore.events import KINDS, ROLES, TIERS, Message, Metadata
 from eventstore.transaction import Tx
 
 from ..tokens import terms
@@ -117,25 +117,26 @@ def note_tfs(tfs: dict[str, dict[int, int]], docno: int, entry: FieldEntry) -> N
 
 def facet_keys(msg: Message) -> list[bytes]:
     """The facet keys of a message: ``s`` + session, ``k`` + kind, ``t`` +
-    tier, ``i`` + importance, ``g`` + each tag."""
+    tier, ``i`` + importance, ``r`` + role, ``g`` + each tag."""
     m = msg.metadata
-    if m is codec.DEFAULT_METADATA:        # most messages, after decoding: keys kept per session
-        found = _DEFAULT_FACETS.get(msg.session_id)
+    if m is codec.DEFAULT_METADATA:        # most messages, after decoding: keys kept per session and role
+        found = _DEFAULT_FACETS.get((msg.session_id, msg.role))
         if found is None:
             if len(_DEFAULT_FACETS) >= 4096:
                 _DEFAULT_FACETS.clear()
-            found = _DEFAULT_FACETS[msg.session_id] = _facet_keys(msg.session_id, m)
+            found = _DEFAULT_FACETS[(msg.session_id, msg.role)] = _facet_keys(msg.session_id, msg.role, m)
         return list(found)
-    return _facet_keys(msg.session_id, m)
+    return _facet_keys(msg.session_id, msg.role, m)
 
 
-def _facet_keys(session_id: str, m: Metadata) -> list[bytes]:
+def _facet_keys(session_id: str, role: str, m: Metadata) -> list[bytes]:
     return ([b"s" + session_id.encode("utf-8"), b"k" + bytes([KINDS.index(m.memory_kind)]),
-             b"t" + bytes([TIERS.index(m.memory_tier)]), b"i" + bytes([m.importance])]
+             b"t" + bytes([TIERS.index(m.memory_tier)]), b"i" + bytes([m.importance]),
+             b"r" + bytes([ROLES.index(role)])]
             + [b"g" + tag.encode("utf-8") for tag in dict.fromkeys(m.tags)])
 
 
-_DEFAULT_FACETS: dict[str, list[bytes]] = {}
+_DEFAULT_FACETS: dict[tuple[str, str], list[bytes]] = {}
 
 
 def record_of(msg: Message) -> Record:
