@@ -38,7 +38,10 @@ from dataclasses import dataclass
 
 from eventstore.store import Tx
 
+from . import sessions as session_index
 from . import stats
+from .context import POOL, ContextScorer
+from .context import WEIGHT as CONTEXT_WEIGHT
 from .index import EXACT, FIELDS, POSTINGS, Doc, FacetFilter, chunk_count, decode_chunk, exact_key, list_prefix, pending
 from .tokens import query_terms
 
@@ -83,6 +86,7 @@ class Hit:
     doc: Doc
     score: float
     breakdown: dict[str, float] = dataclasses.field(default_factory=dict)
+    docno: int = 0
 
 
 def idf(n_docs: int, df: int) -> float:
@@ -103,10 +107,12 @@ def combine(scores) -> float:
 
 
 def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = None,
-           prune: bool = True) -> list[Hit]:
+           prune: bool = True, context: bool = True) -> list[Hit]:
     """The best ``limit`` live messages for ``query`` under ``flt``.
-    ``prune=False`` reads every list whole (the same result, slower: for tests)."""
+    ``prune=False`` reads every list whole (the same result, slower: for
+    tests); ``context=False`` ranks by the own fields alone (for comparisons)."""
     trace = trace if trace is not None else Trace()
+    pool = max(limit, POOL) if context else limit
     st = stats.read(tx)
     fl = FacetFilter(tx, flt, st["active"])
     pend = pending(tx)
@@ -129,7 +135,9 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     else:
         trace.path = "top-k"
         keep = fl.passes if fl.checks or fl.allowed is not None else None
-        candidates = _top_k(lists, acc, keep, limit, done, trace, prune)
+        candidates = _top_k(lists, acc, keep, pool, done, trace, prune)
+    if context:
+        return _rank_in_context(tx, acc, candidates, fl, limit, lists, pend, st)
     return _rank(acc, candidates, fl, limit)
 
 
@@ -145,6 +153,8 @@ class _List:
     avg: float
     keys: list[bytes]      # of the chunks, in order
     chunks: list[bytes]
+    df_all: int = 0        # postings, pending documents included
+    q: float = 1.0         # the term's query weight
     decoded: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -164,6 +174,14 @@ class _List:
         """Every (docno, tf, length), in document order."""
         for i in range(len(self.chunks)):
             yield from zip(*self.chunk(i))
+
+    def tf_map(self) -> dict[int, int]:
+        """docno → tf of every merged posting."""
+        out: dict[int, int] = {}
+        for i in range(len(self.chunks)):
+            docnos, tfs, _ = self.chunk(i)
+            out.update(zip(docnos, tfs))
+        return out
 
     def probe(self, docno: int) -> tuple[int, int] | None:
         """(tf, length) of ``docno`` in this list, if it is there."""
@@ -191,9 +209,9 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: list) -> l
                 w = q * idf(n, df_all)
                 total += w
                 if df_all:
-                    found.append((term, w, df, keys, chunks))
-            lists.extend(_List(f, term, w / total, df, avg, keys, chunks)
-                         for term, w, df, keys, chunks in found)
+                    found.append((term, w, df, keys, chunks, df_all, q))
+            lists.extend(_List(f, term, w / total, df, avg, keys, chunks, df_all, q)
+                         for term, w, df, keys, chunks, df_all, q in found)
     return lists
 
 
@@ -361,8 +379,29 @@ def _take(ordered, acc: _Accumulator, fl: FacetFilter, limit: int) -> tuple[list
         if (doc := fl.doc(docno)) is None:     # every summed document passed the filter
             continue
         parts = {name: _reported(s) for name, s in zip(FIELDS, acc.fields(docno))}
-        hits.append(Hit(doc, score, parts))
+        hits.append(Hit(doc, score, parts, docno))
     return hits, False
+
+
+def _rank_in_context(tx: Tx, acc: _Accumulator, candidates: list[int], fl: FacetFilter, limit: int,
+                     lists: list[_List], pend: list, st: dict[str, int]) -> list[Hit]:
+    """The best ``limit`` candidates once the best ``POOL`` by their own
+    score are raised by their context (:mod:`projections.context`); ties as in :func:`_rank`."""
+    own = heapq.nlargest(max(limit, POOL), ((acc.score(d), d) for d in candidates))
+    content = [lst for lst in lists if lst.field == 0]
+    with ContextScorer(tx, content, [lst.q for lst in content], pend, st["active"],
+                       session_index.count(tx), st["body_bytes"]) as scorer:
+        boosted = sorted(((_reported(1.0 - (1.0 - s) * (1.0 - CONTEXT_WEIGHT * scorer.score(d))), d)
+                          for s, d in own), reverse=True)
+    if len(boosted) > limit:
+        cut = boosted[limit - 1][0]
+        boosted = [b for b in boosted if b[0] >= cut]           # ties settled below
+    hits = []
+    for score, docno in boosted:
+        if (doc := fl.doc(docno)) is not None:
+            hits.append(Hit(doc, score, {n: _reported(s) for n, s in zip(FIELDS, acc.fields(docno))}, docno))
+    hits.sort(key=lambda h: (h.score, h.doc.importance, h.doc.timestamp, h.doc.message_id), reverse=True)
+    return hits[:limit]
 
 
 def _reported(s: float) -> float:
