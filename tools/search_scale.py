@@ -15,7 +15,9 @@ the second is timed.  Messages get a memory kind (cycling through the six) and
 an importance (spread over 0–100) so that three filtered runs show the filter
 paths: one session (selective: answered from the session's index list),
 three of the six kinds (half the store: each candidate is checked instead),
-and ``min_importance`` 90 (a tenth: a set of allowed documents).
+``min_importance`` 90 (a tenth: a set of allowed documents), and a time
+window holding the middle 1% of the messages (``after``/``before``: read from
+the timestamp index).
 A last pass records what evaluation did per query (lists, postings read,
 random probes, pending documents; see ``projections.search.Trace``).
 
@@ -166,6 +168,8 @@ def run(path: str, data: str, total: int) -> dict:
         record["session_filter"] = measure(service, questions, Filters(session_id=session))
         record["kinds_filter"] = measure(service, questions, Filters(kinds=frozenset(KINDS[:3])))
         record["importance_filter"] = measure(service, questions, Filters(min_importance=90))
+        after, before = _middle_window(service, 0.01)
+        record["time_filter"] = measure(service, questions, Filters(after=after, before=before))
         record["work"] = work(service, questions)
         record["rss_mb"] = round(_rss_mb(), 1)
         record["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -174,9 +178,20 @@ def run(path: str, data: str, total: int) -> dict:
     return record
 
 
+def _middle_window(service, share: float) -> tuple[int, int]:
+    """(after, before): the middle ``share`` of the messages by timestamp."""
+    from projections.index.layout import TIMES
+    with service.store.read() as tx, tx.txn.cursor(db=tx.db(TIMES)) as cur:
+        stamps = [int.from_bytes(k[:8], "big") for k in cur.iternext(values=False)]
+    if not stamps:
+        return 0, 0
+    mid, half = len(stamps) // 2, max(1, int(len(stamps) * share / 2))
+    return stamps[max(0, mid - half)], stamps[min(len(stamps) - 1, mid + half)]
+
+
 def table(record: dict) -> str:
     lines = [f"{'run':<16}{'queries':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'max ms':>9}{'mean ms':>9}"]
-    for name in ("unfiltered", "session_filter", "kinds_filter", "importance_filter"):
+    for name in ("unfiltered", "session_filter", "kinds_filter", "importance_filter", "time_filter"):
         r = record[name]
         lines.append(f"{name:<16}{r['queries']:>8}{r['p50_ms']:>9.2f}{r['p95_ms']:>9.2f}{r['p99_ms']:>9.2f}"
                      f"{r['max_ms']:>9.2f}{r['mean_ms']:>9.2f}")
