@@ -87,21 +87,52 @@ class ContextScorer:
     def __exit__(self, *exc: object) -> None:
         self._cur.close()
 
+    def scores(self, docnos: list[int]) -> dict[int, float]:
+        """The context score of each of ``docnos``."""
+        if not self.lists:
+            return dict.fromkeys(docnos, 0.0)
+        by_session: dict[bytes, list[int]] = {}
+        for d in docnos:
+            by_session.setdefault(self._row(d)[1], []).append(d)
+        out: dict[int, float] = {}
+        for key, group in by_session.items():
+            order = self._session_order(key, len(group))
+            for d in group:
+                if order is not None:
+                    i = bisect_left(order, d)
+                    window = order[max(0, i - WINDOW):i + WINDOW + 1]
+                else:
+                    window = [d, *self._neighbours(d, key)]
+                out[d] = self._window_score(window)
+        return out
+
     def score(self, docno: int) -> float:
         """The context score of ``docno`` (0 when no query term is in its window)."""
-        if not self.lists:
-            return 0.0
-        window = [docno, *self._neighbours(docno, self._row(docno)[1])]
+        return self.scores([docno])[docno]
+
+    def _window_score(self, window: list[int]) -> float:
         found = [v for v in map(self._tfs, window) if v is not None]
         if not found:
             return 0.0
-        length = sum(map(self._size, window))
+        length = sum(self._row(d)[0] for d in window)
         norm = K1 * (1 - B + B * length / self.avg)
         total = 0.0
         for w, tf in zip(self.term_weights, map(sum, zip(*found))):
             if tf:
                 total += w * tf / (tf + norm)
         return total
+
+    def _session_order(self, key: bytes, wanted: int) -> list[int] | None:
+        """Every docno of a session in order, pending ones included — when the
+        session is small against the candidates in it (else None: each
+        candidate's neighbours are looked up on their own)."""
+        cur = self._cur
+        n = cur.count() if cur.set_key(key) else 0
+        if n > 8 * wanted + 32:
+            return None
+        merged = [docno_of(v) for v in cur.iternext_dup(keys=False)] if n else []
+        pend = self._by_session.get(key)
+        return sorted(merged + pend) if pend else merged
 
     def _tfs(self, docno: int) -> tuple[int, ...] | None:
         """The query terms' frequencies in a document's content (None: none of them)."""

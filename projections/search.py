@@ -391,7 +391,8 @@ def _rank_in_context(tx: Tx, acc: _Accumulator, candidates: list[int], fl: Facet
     content = [lst for lst in lists if lst.field == 0]
     with ContextScorer(tx, content, [lst.q for lst in content], pend, st["active"],
                        session_index.count(tx), st["body_bytes"]) as scorer:
-        boosted = sorted(((_reported(1.0 - (1.0 - s) * (1.0 - CONTEXT_WEIGHT * scorer.score(d))), d)
+        ctx = scorer.scores([d for _, d in own])
+        boosted = sorted(((_reported(1.0 - (1.0 - s) * (1.0 - CONTEXT_WEIGHT * ctx[d])), d)
                           for s, d in own), reverse=True)
     if len(boosted) > limit:
         cut = boosted[limit - 1][0]
