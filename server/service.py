@@ -104,7 +104,7 @@ class MemoryService:
         if state is None:
             raise NotFoundError("message_id: no live message has this id")
         if expected_revision is not None and expected_revision != state.revision:
-            raise ConflictError("expected_revision: does not match the message's current revision")
+            raise ConflictError(f"expected_revision: does not match the message's current revision ({state.revision})")
         return state
 
     # ---------------------------------------------------------------- reads
