@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s convmem %(levelname)s %(message)s")
     try:
-        return args.run(args)
+        code = args.run(args)
+        sys.stdout.flush()           # here, where a closed pipe is caught, not at the exit
+        return code
     except CommandError as exc:
         print(f"convmem: {exc.message}", file=sys.stderr)
         return exc.code

@@ -72,9 +72,9 @@ def run(path: str, verify: bool = False) -> int:
         diff = differences(path)
         for name in diff:
             print(f"replay: read model '{name}' differs from a replay of the log", file=sys.stderr)
-        print("replay: verify " + ("FAILED" if diff else "OK: every read model equals its replay"),
+        print("replay: verify " + ("FAILED" if diff else "OK: every read model equals its replay") + f" ({path})",
               file=sys.stderr)
         return 1 if diff else 0
     done = replay(path)
-    print(f"replay: rebuilt the read models from {done} events", file=sys.stderr)
+    print(f"replay: rebuilt the read models from {done} events ({path})", file=sys.stderr)
     return 0

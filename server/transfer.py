@@ -30,12 +30,27 @@ BATCH = 1000
 def export(service: MemoryService, out: IO[str], step: Callable[[int], None] = lambda n: None) -> int:
     """Write the archive of every live message to ``out``; the number written.
     One read transaction: the export is one consistent state of the store."""
-    with service.snapshot() as (count, live):
-        out.write(archive.header(count))
-        for msg in live:
-            out.write(archive.line(msg))
-            step(1)
+    try:
+        with service.snapshot() as (count, live):
+            try:
+                out.write(archive.header(count))
+                for msg in live:
+                    out.write(archive.line(msg))
+                    step(1)
+            except OSError as exc:      # the output's failure, not the store's: keep it apart
+                raise _OutputFailed(exc) from exc
+    except _OutputFailed as failed:
+        raise failed.error from None
     return count
+
+
+class _OutputFailed(Exception):
+    """Carries an ``OSError`` of the output past the store's read transaction,
+    which would take it for a storage error."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 @dataclass(frozen=True)
@@ -85,12 +100,11 @@ def _batches(messages: Iterator[Message]) -> Iterator[list[Message]]:
         yield batch
 
 
-def read_file(path: str) -> Iterator[Message]:
-    """The messages of the archive at ``path`` (``VALIDATION_ERROR`` names file and line)."""
+def read_file(fh: IO[str], name: str) -> Iterator[Message]:
+    """The messages of the archive open as ``fh`` (``VALIDATION_ERROR`` names ``name`` and the line)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            yield from archive.read(fh)
+        yield from archive.read(fh)
     except UnicodeDecodeError:
-        raise ValidationError(f"{path}: is not UTF-8 text") from None
+        raise ValidationError(f"{name}: is not UTF-8 text") from None
     except ValidationError as exc:
-        raise ValidationError(f"{path}: {exc.message}") from None
+        raise ValidationError(f"{name}: {exc.message}") from None

@@ -95,6 +95,23 @@ def test_health_piped_into_a_reader_that_stops_early_ends_without_a_traceback(st
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
 
 
+@pytest.mark.parametrize("command", [["health"], ["status"], ["sessions"], ["export"]])
+def test_a_command_whose_reader_is_gone_before_it_writes_exits_141_quietly(store_path, command):
+    """Deterministic: the pipe's read end is closed before the command starts."""
+    svc = open_service(store_path)
+    write(svc, "something")
+    svc.close()
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(_proc.python("-m", "server.cli", *command, "--store", store_path), cwd=_proc.REPO,
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141, done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
 def test_global_options_work_after_the_subcommand_too(store_path):
     MemoryService(store_path).close()
     done = cli("health", "--store", store_path, "--log-level", "debug")

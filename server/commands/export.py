@@ -53,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
         total = service.health()["active_messages"]        # for the bar only
         with _target(args.out) as out, progress("export", total) as step:
             count = transfer.export(service, out, step)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise CommandError(f"cannot write the export to {args.out or 'stdout'}: {exc.strerror}") from None
     finally:
         service.close()
     print(f"convmem: exported {count} messages from {path}" + (f" to {args.out}" if args.out else ""),

@@ -7,7 +7,6 @@ listed in :data:`SOURCES` adds the source's parser and sets its ``run``.  This m
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -38,23 +37,27 @@ def _register_jsonl(sources, common: argparse.ArgumentParser) -> None:
 def run_jsonl(args: argparse.Namespace) -> int:
     path = store_path(args)
     check_usable(path)
-    if not os.path.isfile(args.file):
-        raise CommandError(f"{args.file}: no such file")
-    service = MemoryService(path)
     try:
+        fh = open(args.file, encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.file}: {exc.strerror}") from None
+    with fh:
+        service = MemoryService(path)
         try:
-            plan = transfer.check(service, transfer.read_file(args.file))
-        except transfer.Refused as exc:
-            print(f"convmem: import refused, nothing written: {exc}", file=sys.stderr)
-            return 1
-        if args.dry_run:
-            print(f"convmem: would import {plan.missing} of {plan.in_file} messages into {path} "
-                  f"({plan.present} there already)", file=sys.stderr)
-            return 0
-        with progress("import", plan.in_file) as step:
-            written = transfer.write(service, transfer.read_file(args.file), step)
-    finally:
-        service.close()
+            try:
+                plan = transfer.check(service, transfer.read_file(fh, args.file))
+            except transfer.Refused as exc:
+                print(f"convmem: import refused, nothing written: {exc}", file=sys.stderr)
+                return 1
+            if args.dry_run:
+                print(f"convmem: would import {plan.missing} of {plan.in_file} messages into {path} "
+                      f"({plan.present} there already)", file=sys.stderr)
+                return 0
+            fh.seek(0)
+            with progress("import", plan.in_file) as step:
+                written = transfer.write(service, transfer.read_file(fh, args.file), step)
+        finally:
+            service.close()
     print(f"convmem: imported {written} of {plan.in_file} messages into {path} "
           f"({plan.in_file - written} there already)", file=sys.stderr)
     return 0
