@@ -152,3 +152,10 @@ def test_the_read_commands_print_plain_text_when_piped_and_the_tools_json_with_j
     assert cli("show", "not-an-id", "--store", store_path).returncode == 2
     status = cli("status", "--store", store_path)
     assert status.returncode == 0 and store_path in status.stdout and "Nothing to do." in status.stdout
+
+
+def test_serve_with_stdin_closed_says_so_instead_of_a_traceback(store_path):
+    done = subprocess.run(["/bin/sh", "-c", f"exec {sys.executable} -m server.cli serve --store {store_path} <&-"],
+                          cwd=_proc.REPO, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 2
+    assert "stdin or stdout is closed" in done.stderr and "Traceback" not in done.stderr

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from ._common import check_usable, store_path
+from ._common import CommandError, check_usable, store_path
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -20,5 +21,8 @@ def run(args: argparse.Namespace) -> int:
 
     path = store_path(args)
     check_usable(path)
+    if sys.stdin is None or sys.stdout is None:        # closed when the process started
+        raise CommandError("stdin or stdout is closed: `convmem serve` reads MCP requests on stdin and "
+                           "answers on stdout (an MCP host connects both)")
     anyio.run(serve_stdio, path)
     return 0
