@@ -159,3 +159,16 @@ def test_serve_with_stdin_closed_says_so_instead_of_a_traceback(store_path):
                           cwd=_proc.REPO, capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 2
     assert "stdin or stdout is closed" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_replay_and_backup_write_no_progress_bar_into_a_log_file(store_path, tmp_path):
+    svc = open_service(store_path)
+    for i in range(3):
+        write(svc, f"message {i}")
+    svc.close()
+    for command in (["replay"], ["replay", "--verify"], ["backup", str(tmp_path / "b")]):
+        done = subprocess.run(_proc.python("-m", "server.cli", *command, "--store", store_path), cwd=_proc.REPO,
+                              capture_output=True, timeout=TIMEOUT)      # bytes: text mode would translate \r
+        assert done.returncode == 0, done.stderr
+        assert b"\r" not in done.stderr and b"\x1b[" not in done.stderr
+        assert store_path.encode() in done.stderr
