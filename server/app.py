@@ -28,6 +28,7 @@ from mcp.server.lowlevel import Server
 from eventstore.errors import ConvMemError, InternalError
 
 from . import render
+from ._stdio import StdinLines, claimed_stdin, until_signal
 from .service import MemoryService
 from .tools import BY_NAME, TOOLS
 
@@ -206,9 +207,14 @@ def _error(rid: str | int | None, code: int, message: str) -> types.JSONRPCError
     return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
 
 
-async def serve_stdio(store_path: str) -> None:
+async def serve_stdio(store_path: str) -> str | None:
+    """Serve until stdin ends or SIGINT/SIGTERM arrives; the signal's name, if one stopped it."""
     from mcp.server.stdio import stdio_server
     server = build_server(store_path)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(_AnsweringUnreadable(read_stream, write_stream), write_stream,
-                         server.create_initialization_options())
+
+    async def run() -> None:
+        with claimed_stdin() as fd:
+            async with stdio_server(stdin=StdinLines(fd)) as (read_stream, write_stream):  # type: ignore[arg-type]
+                await server.run(_AnsweringUnreadable(read_stream, write_stream), write_stream,
+                                 server.create_initialization_options())
+    return await until_signal(run)
