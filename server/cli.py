@@ -3,6 +3,7 @@
     convmem serve  [--store PATH]           run the MCP server on stdio
     convmem health [--store PATH]           print the health report (exit 1 if DEGRADED)
     convmem replay [--store PATH] [--verify]  rebuild the read models from the log
+    convmem import SOURCE [PATH…] [--store PATH]  import transcripts (docs/import.md)
 
 The store defaults to ``$CONVMEM_STORE``, else ``$XDG_DATA_HOME/convmem`` or
 ``~/.local/share/convmem``; it is created on first use.  Logs go to stderr.
@@ -18,6 +19,7 @@ import sys
 
 from eventstore.errors import ConvMemError
 
+from .importers import command as import_command
 from .maintenance import report, run
 from .service import MemoryService, default_store_path
 
@@ -38,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
             sp.add_argument("--verify", action="store_true",
                             help="rebuild into a scratch copy and compare with the live read models; "
                                  "exit 1 on any difference")
+    import_command.add_parser(sub, store_help)
     return p
 
 
@@ -55,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "health":
             return _health(store)
+        if args.command == "import":
+            return import_command.run(args, store)
         return run(store, verify=args.verify)
     except ConvMemError as exc:
         report("convmem", exc)

@@ -148,3 +148,21 @@ class Report:
         return {"source": self.source, "dry_run": self.dry_run, "files": self.files, "turns": self.turns,
                 "written": self.written, "already_present": self.present, "ignored": self.ignored,
                 "skipped": len(self.skipped), "skips": list(self.skipped)}
+
+
+def text_of(obj: dict[str, Any], key: str) -> str | None:
+    """``obj[key]`` when it is a non-empty string, else None."""
+    value = obj.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def dict_of(obj: dict[str, Any], key: str) -> dict[str, Any]:
+    """``obj[key]`` when it is an object, else an empty one."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def list_of(obj: dict[str, Any], key: str) -> list[Any]:
+    """``obj[key]`` when it is a list, else an empty one."""
+    value = obj.get(key)
+    return value if isinstance(value, list) else []

@@ -1,0 +1,52 @@
+"""The ``convmem import`` subcommand: an argparse hook and its handler, kept thin
+(everything else is :func:`run_import`).
+
+Exit codes: 0 all read was imported (or was already there), 1 some lines or
+files were skipped (each named on stderr), 2 an error (no such source, the
+store could not be opened or written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .options import Options
+from .run import SOURCES, run_import
+from .writer import BATCH
+
+
+def add_parser(sub, store_help: str) -> argparse.ArgumentParser:
+    """Register ``import`` on the CLI's subparsers."""
+    help_text = "import transcripts: " + ", ".join(SOURCES)
+    sp = sub.add_parser("import", help=help_text, description=help_text + " (docs/import.md has the mapping)")
+    sp.add_argument("source", choices=list(SOURCES), help="what the files are")
+    sp.add_argument("paths", nargs="*", metavar="PATH",
+                    help="files, directories or globs (default for claude-code: ~/.claude/projects, "
+                         "for codex: ~/.codex/sessions, for memory-jsonl: $MEMORY_FILE_PATH)")
+    sp.add_argument("--store", default=None, help=store_help)
+    sp.add_argument("--dry-run", action="store_true", help="read and count; write nothing")
+    sp.add_argument("--thinking", action="store_true", help="keep thinking/reasoning blocks (skipped by default)")
+    sp.add_argument("--branches", action="store_true", help="chatgpt: also import regenerated side branches")
+    sp.add_argument("--batch", type=int, default=BATCH, help=f"messages per transaction (default {BATCH})")
+    sp.add_argument("--json", action="store_true", help="print the summary as JSON")
+    return sp
+
+
+def run(args: argparse.Namespace, store: str) -> int:
+    """Handle a parsed ``convmem import``; ``ConvMemError`` is the caller's to report."""
+    options = Options(thinking=args.thinking, branches=args.branches, dry_run=args.dry_run,
+                      batch=max(1, args.batch))
+    summary = run_import(store, args.source, args.paths, options)
+    if args.json:
+        json.dump(summary, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        verb = "would write" if summary["dry_run"] else "wrote"
+        print(f"import {summary['source']} into {store}: {summary['files']} files, {summary['turns']} turns; "
+              f"{verb} {summary['written']} messages, {summary['already_present']} already there, "
+              f"{summary['ignored']} lines without a message, {summary['skipped']} skipped")
+    if not summary["files"] and not summary["skipped"]:
+        print(f"convmem import: no {args.source} files found", file=sys.stderr)
+    return 1 if summary["skipped"] else 0
