@@ -13,4 +13,5 @@ class Options:
     branches: bool = False        # chatgpt: also import regenerated side branches
     dry_run: bool = False         # read and count, write nothing
     batch: int = BATCH            # turns per durable transaction
+    bulk: bool = True             # index work held to each commit, as a replay does (same bytes)
     progress: bool | None = None  # a progress line on stderr; None: when stderr is a terminal

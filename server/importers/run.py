@@ -31,7 +31,7 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     owned = store is None
     target = store if store is not None else EventStore(store_path, Projector())
     try:
-        writer = Writer(target, report, batch=options.batch, dry_run=options.dry_run,
+        writer = Writer(target, report, batch=options.batch, bulk=options.bulk, dry_run=options.dry_run,
                         progress=_progress(options))
         feed(writer, module.read(paths, report, options))
         writer.flush()
