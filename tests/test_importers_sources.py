@@ -8,6 +8,7 @@ import import_samples as samples
 import pytest
 
 from server.importers import Options, run_import
+from server.importers.turns import import_id
 from server.service import MemoryService
 
 
@@ -25,7 +26,11 @@ def tags(msg: dict) -> list[str]:
 
 
 def by_key(history: list[dict]) -> dict[str, dict]:
-    return {tags(m)[0].removeprefix("import-id:"): m for m in history}
+    """The messages by their source turn's import key (found through the name-based import id)."""
+    class Keyed(dict):
+        def __getitem__(self, key: str) -> dict:
+            return super().__getitem__(import_id(history[0]["session_id"], key))
+    return Keyed({m["metadata"]["source_message_ids"][0]: m for m in history})
 
 
 # ------------------------------------------------------------- claude-code
@@ -182,3 +187,13 @@ def test_relation_types_map_by_their_words():
     assert [relation_type(t) for t in ("depends_on", "requires", "usesLibrary", "is_based_on", "replaces",
                                        "works_at", "knows")] == [
         "depends_on", "depends_on", "depends_on", "derived_from", "supersedes", "related_to", "related_to"]
+
+
+def test_an_imported_message_names_its_source_turn_by_a_name_based_id(tmp_path, store_path):
+    root = samples.claude_code(str(tmp_path / "projects"))
+    run_import(store_path, "claude-code", [root])
+    first = messages_of(store_path)[f"claude-code:{samples.SID}"][0]
+    expected = import_id(f"claude-code:{samples.SID}", "u1")
+    assert first["metadata"]["source_message_ids"] == [expected]
+    assert expected.startswith("0000000000") and len(expected) == 26
+    assert first["metadata"]["tags"] == ["claude-code"]

@@ -18,7 +18,7 @@ from projections.index import IndexConfig
 from projections.registry import Projector
 from server import cli
 from server.importers import Options, run_import
-from server.importers.turns import MAX_CONTENT
+from server.importers.turns import MAX_CONTENT, import_id
 from server.maintenance import dump_projections
 
 SMALL = IndexConfig(merge_at=8, chunk=4, build_batch=16)      # many merges and chunks in a small store
@@ -116,8 +116,8 @@ def test_a_transcript_that_grew_imports_only_its_new_turns(tmp_path, store_path)
         from projections import history, messages
         sid = f"claude-code:{samples.SID}"
         states = [messages.get(tx, m) for m in history.after(tx, sid, None, 100)]
-        by_tag = {s.metadata.tags[0]: s for s in states if s is not None}
-    result, call = by_tag["import-id:tool_result:toolu_01C"], by_tag["import-id:tool_use:toolu_01C"]
+        by_id = {s.metadata.source_message_ids[0]: s for s in states if s is not None}
+    result, call = by_id[import_id(sid, "tool_result:toolu_01C")], by_id[import_id(sid, "tool_use:toolu_01C")]
     assert result.metadata.relations == (("depends_on", call.message_id),)
 
 

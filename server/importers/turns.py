@@ -2,9 +2,14 @@
 what it reports — :class:`Report`, the counts and the skips with file:line.
 
 A turn names its message by an *import key* (the source's own id of the
-turn, e.g. a Claude Code line's ``uuid``), unique within its session; the key
-is kept in the message's tags as ``import-id:<key>`` and is how a re-run
-knows what is already there (see :mod:`.writer`).  Relations name their
+turn, e.g. a Claude Code line's ``uuid``), unique within its session.  The
+message keeps it as a name-based id, :func:`import_id` (a ULID whose time
+part is zero and whose 80 other bits hash the session and the key), in its
+``source_message_ids`` — the id of the turn it came from, in the store's id
+format, which need not name a message of the store.  That is how a re-run
+knows what is already there (see :mod:`.writer`), at the cost of 16 bytes a
+message and no index entry (a per-message tag would add a posting list and a
+facet list per message: a third more bytes and time).  Relations name their
 target by import key too; the writer turns keys into message ids.
 
 Limits the server enforces on every write are enforced here too: content is
@@ -15,19 +20,21 @@ character boundary), at most 32 tags.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from eventstore.events import KINDS, RELATION_TYPES, ROLES
+from eventstore.ids import to_str
 
 MAX_CONTENT = 1 << 20
 MAX_SUMMARY = 4096
 MAX_TAG = 128
 MAX_TAGS = 32
 MAX_SESSION = 256
-KEY_TAG = "import-id:"
+IMPORT_ID_PREFIX = "0000000000"             # the time part of every import id (zero)
 TRUNCATED = "\n[convmem import: truncated, {} more bytes in the source]"
 
 
@@ -45,6 +52,7 @@ class Turn:
     tool_call_id: str | None = None
     summary: str | None = None
     relations: tuple[tuple[str, str], ...] = ()     # (type, import key in the same session)
+    import_id: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
         if self.role not in ROLES or self.kind not in KINDS:
@@ -57,13 +65,15 @@ class Turn:
             self.summary = cut(self.summary, MAX_SUMMARY) or None
         if self.tool_call_id is not None:
             self.tool_call_id = cut(self.tool_call_id, 256)
-        key_tag = tag(KEY_TAG + self.key)
-        others = tuple(dict.fromkeys(t for t in map(tag, self.tags) if t and t != key_tag))
-        self.tags = (key_tag, *others[:MAX_TAGS - 1])
+        self.tags = tuple(dict.fromkeys(t for t in map(tag, self.tags) if t))[:MAX_TAGS]
+        self.import_id = import_id(self.session_id, self.key)
 
-    @property
-    def key_tag(self) -> str:
-        return self.tags[0]
+
+def import_id(session_id: str, key: str) -> str:
+    """The name-based id of the source turn ``key`` of ``session_id``: a ULID
+    with a zero time part and 80 bits of BLAKE2b of the session and the key."""
+    digest = hashlib.blake2b(f"{session_id}\n{key}".encode("utf-8", "surrogatepass"), digest_size=10).digest()
+    return to_str(bytes(6) + digest)
 
 
 def cut(text: str, max_bytes: int) -> str:

@@ -6,11 +6,12 @@ go through the log and every projector like any other write (replay and
 compaction keep working), the term index is built the way a replay builds
 it, and nothing is reported written before its transaction committed.
 
-**Identity.**  A turn's import key is kept in its message's tags
-(``import-id:<key>``).  The first time a batch meets a session, inside the
-write transaction, it reads the session's live messages and remembers which
-import keys they carry (and their message ids, for relations); a turn whose
-key is already there is counted *present* and not written.  Importing a file
+**Identity.**  A turn's import key is kept in its message's
+``source_message_ids`` as a name-based id (:func:`.turns.import_id`).  The
+first time a batch meets a session, inside the write transaction, it reads
+the session's live messages and remembers which import ids they carry (and
+their message ids, for relations); a turn whose import id is already there is
+counted *present* and not written.  Importing a file
 twice, or a transcript that has grown since, therefore writes only what is
 new.  Message ids stay the store's ULIDs (strictly increasing: see
 :mod:`eventstore.ids`); their time part is the turn's own timestamp
@@ -30,7 +31,7 @@ from eventstore.events import Message, MessageWritten, Metadata
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history, messages
 
-from .turns import KEY_TAG, Report, Turn, tag
+from .turns import IMPORT_ID_PREFIX, Report, Turn, import_id
 
 BATCH = 20_000          # turns per transaction
 
@@ -41,7 +42,7 @@ class Writer:
         self.store, self.report = store, report
         self.batch_size, self.bulk, self.dry_run = max(1, batch), bulk, dry_run
         self.progress = progress
-        self.known: dict[str, dict[str, str]] = {}     # session → key tag → message id (committed)
+        self.known: dict[str, dict[str, str]] = {}     # session → import id → message id (committed)
         self.pending: list[Turn] = []
 
     def add(self, turn: Turn) -> None:
@@ -71,6 +72,8 @@ class Writer:
             added, written, present = self.store.execute(lambda w: self._plan(w, turns, w), bulk=self.bulk)
         for sid, keys in added.items():
             self.known[sid].update(keys)
+        if not self.dry_run:     # a cache of committed state: keep only the sessions still being read
+            self.known = {sid: self.known[sid] for sid in added}
         self.report.written += written
         self.report.present += present
         if self.progress is not None:
@@ -79,7 +82,7 @@ class Writer:
     # ---------------------------------------------------------------- a batch
     def _plan(self, tx: Tx, turns: list[Turn], w: WriteTx | None) -> tuple[dict[str, dict[str, str]], int, int]:
         """Give each new turn its id, then (``w`` given) append its event.
-        Returns (key tags → ids added per session, written, already present)."""
+        Returns (import ids → message ids added per session, written, already present)."""
         added: dict[str, dict[str, str]] = {}
         new: list[tuple[Turn, str]] = []
         present = 0
@@ -87,11 +90,11 @@ class Writer:
             sid = turn.session_id
             known = self._known(tx, sid)
             mine = added.setdefault(sid, {})
-            if turn.key_tag in known or turn.key_tag in mine:
+            if turn.import_id in known or turn.import_id in mine:
                 present += 1
                 continue
             mid = w.new_id(turn.timestamp) if w is not None else f"dry-run-{n}"
-            mine[turn.key_tag] = mid
+            mine[turn.import_id] = mid
             new.append((turn, mid))
         if w is not None:
             for turn, mid in new:
@@ -102,25 +105,26 @@ class Writer:
         sid = turn.session_id
         rels = []
         for rtype, key in turn.relations:
-            target_tag = tag(KEY_TAG + key)
-            target = added[sid].get(target_tag) or self.known[sid].get(target_tag)
+            source = import_id(sid, key)
+            target = added[sid].get(source) or self.known[sid].get(source)
             if target is not None and target != mid:
                 rels.append((rtype, target))
         meta = Metadata(tags=turn.tags, memory_kind=turn.kind, tool_call_id=turn.tool_call_id,
                         summary=turn.summary, relations=tuple(dict.fromkeys(rels)),
+                        source_message_ids=(turn.import_id,),
                         memory_tier="long" if turn.kind == "semantic" else "short")
         return Message(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta)
 
     def _known(self, tx: Tx, session_id: str) -> dict[str, str]:
-        """The import keys (as tags) of the session's live messages, read once per run."""
+        """The import ids of the session's live messages, read once per run."""
         known = self.known.get(session_id)
         if known is None:
             known = self.known[session_id] = {}
             for mid in history.after(tx, session_id, None, 1 << 62):
                 state = messages.get(tx, mid)
-                for t in state.metadata.tags if state is not None else ():
-                    if t.startswith(KEY_TAG):
-                        known[t] = mid
+                for source in state.metadata.source_message_ids if state is not None else ():
+                    if source.startswith(IMPORT_ID_PREFIX):
+                        known[source] = mid
                         break
         return known
 
