@@ -172,3 +172,14 @@ def test_the_cli_refuses_an_unknown_source(capsys):
         cli.main(["import", "myspace", "x"])
     assert exc.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_a_dry_run_creates_no_store_and_finding_no_file_exits_1(tmp_path, capsys):
+    root = samples.claude_code(str(tmp_path / "projects"))
+    store = str(tmp_path / "store")
+    assert cli.main(["import", "claude-code", root, "--store", store, "--dry-run"]) == 1
+    assert "would write 12 messages" in capsys.readouterr().out
+    assert not os.path.exists(store)
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["import", "codex", str(tmp_path / "empty"), "--store", store]) == 1
+    assert f"no codex files found in {tmp_path / 'empty'}" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 (everything else is :func:`run_import`).
 
 Exit codes: 0 all read was imported (or was already there), 1 some lines or
-files were skipped (each named on stderr), 2 an error (no such source, the
+files were skipped (each named on stderr) or no file was found, 2 an error (no such source, the
 store could not be opened or written).
 """
 
@@ -48,5 +48,7 @@ def run(args: argparse.Namespace, store: str) -> int:
               f"{verb} {summary['written']} messages, {summary['already_present']} already there, "
               f"{summary['ignored']} lines without a message, {summary['skipped']} skipped")
     if not summary["files"] and not summary["skipped"]:
-        print(f"convmem import: no {args.source} files found", file=sys.stderr)
+        where = ", ".join(args.paths) if args.paths else "the default places (see --help)"
+        print(f"convmem import: no {args.source} files found in {where}", file=sys.stderr)
+        return 1
     return 1 if summary["skipped"] else 0

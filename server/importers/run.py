@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from types import ModuleType
@@ -29,6 +32,10 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
         raise ValueError(f"source: must be one of {', '.join(SOURCES)}")
     report = Report(source, dry_run=options.dry_run)
     owned = store is None
+    scratch = None
+    if owned and options.dry_run and not os.path.exists(store_path):
+        scratch = tempfile.mkdtemp(prefix="convmem-dry-run-")     # a dry run creates no store
+        store_path = os.path.join(scratch, "store")
     target = store if store is not None else EventStore(store_path, Projector())
     try:
         writer = Writer(target, report, batch=options.batch, bulk=options.bulk, dry_run=options.dry_run,
@@ -38,6 +45,8 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     finally:
         if owned:
             target.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     if _progress(options) is not None:
         sys.stderr.write("\n")
     return report.summary()
