@@ -183,3 +183,10 @@ def test_a_dry_run_creates_no_store_and_finding_no_file_exits_1(tmp_path, capsys
     (tmp_path / "empty").mkdir()
     assert cli.main(["import", "codex", str(tmp_path / "empty"), "--store", store]) == 1
     assert f"no codex files found in {tmp_path / 'empty'}" in capsys.readouterr().err
+
+
+def test_lone_surrogates_become_replacement_characters_and_cuts_keep_whole_characters():
+    from server.importers.turns import Turn, cut
+    turn = Turn("s\udc00", "k", "user", "a\ud800b", 0, ("t\ud800",))
+    assert (turn.session_id, turn.content, turn.tags) == ("s\ufffd", "a\ufffdb", ("t\ufffd",))
+    assert cut("héllo", 2) == "h" and cut("héllo", 3) == "hé"

@@ -14,7 +14,7 @@ target by import key too; the writer turns keys into message ids.
 
 Limits the server enforces on every write are enforced here too: content is
 cut at 1 MiB with a marker, the summary at 4 KiB, a tag at 128 bytes (at a
-character boundary), at most 32 tags.
+character boundary), at most 32 tags and 32 relations.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import re
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, TextIO
 
 from eventstore.events import KINDS, RELATION_TYPES, ROLES
@@ -34,7 +36,9 @@ MAX_SUMMARY = 4096
 MAX_TAG = 128
 MAX_TAGS = 32
 MAX_SESSION = 256
+MAX_RELATIONS = 32
 IMPORT_ID_PREFIX = "0000000000"             # the time part of every import id (zero)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 TRUNCATED = "\n[convmem import: truncated, {} more bytes in the source]"
 
 
@@ -59,13 +63,14 @@ class Turn:
             raise ValueError("a turn's role or kind is not one the store knows")
         if any(rtype not in RELATION_TYPES for rtype, _ in self.relations):
             raise ValueError("a turn's relation type is not one the store knows")
-        self.session_id = cut(self.session_id.replace("\x00", ""), MAX_SESSION)
+        self.session_id = _session(self.session_id)
         self.content = limit_content(self.content)
         if self.summary is not None:
             self.summary = cut(self.summary, MAX_SUMMARY) or None
         if self.tool_call_id is not None:
             self.tool_call_id = cut(self.tool_call_id, 256)
         self.tags = tuple(dict.fromkeys(t for t in map(tag, self.tags) if t))[:MAX_TAGS]
+        self.relations = tuple(dict.fromkeys(self.relations))[:MAX_RELATIONS]
         self.import_id = import_id(self.session_id, self.key)
 
 
@@ -77,30 +82,36 @@ def import_id(session_id: str, key: str) -> str:
 
 
 def cut(text: str, max_bytes: int) -> str:
-    """``text`` shortened to at most ``max_bytes`` UTF-8 bytes, at a character boundary."""
-    data = text.encode("utf-8", "surrogatepass")
+    """``text`` (cleaned) shortened to at most ``max_bytes`` UTF-8 bytes, at a character boundary."""
+    text, data = _encoded(text)
     if len(data) <= max_bytes:
-        return clean(text)
-    return clean(data[:max_bytes].decode("utf-8", "ignore"))
+        return text
+    return data[:max_bytes].decode("utf-8", "ignore")
 
 
 def clean(text: str) -> str:
     """Lone surrogates (JSON allows ``\\ud800``) become U+FFFD: the store keeps valid Unicode."""
-    return text.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(text) else text
+    return _encoded(text)[0]
 
 
-def _has_surrogate(text: str) -> bool:
+def _encoded(text: str) -> tuple[str, bytes]:
+    """(``text`` cleaned, its UTF-8), encoding it once when it is clean already."""
     try:
-        text.encode("utf-8")
+        return text, text.encode("utf-8")
     except UnicodeEncodeError:
-        return True
-    return False
+        text = _SURROGATE.sub("\ufffd", text)
+        return text, text.encode("utf-8")
+
+
+@lru_cache(maxsize=4096)
+def _session(session_id: str) -> str:
+    return cut(session_id.replace("\x00", ""), MAX_SESSION)
 
 
 def limit_content(text: str) -> str:
     """Content over 1 MiB is truncated, with a marker saying how much was left out."""
-    text = clean(text)
-    size = len(text.encode("utf-8"))
+    text, data = _encoded(text)
+    size = len(data)
     if size <= MAX_CONTENT:
         return text
     marker = TRUNCATED.format(size)          # the count's width bounds the marker's
@@ -108,6 +119,7 @@ def limit_content(text: str) -> str:
     return kept + TRUNCATED.format(size - len(kept.encode("utf-8")))
 
 
+@lru_cache(maxsize=4096)
 def tag(text: str) -> str:
     return cut(text.replace("\x00", ""), MAX_TAG)
 
