@@ -13,7 +13,8 @@ transaction), as ``convmem import claude-code`` runs it.  Writing the files
 is not timed.  A second import of the same files is timed too (everything is
 already there: the cost of a re-run), and so is a replay of the store built
 (``rebuild_projections``: the same index work without parsing or encoding —
-on a shared machine the ratio of the two says more than either alone).
+on a shared machine the ratio of the two says more than either alone, and
+so does the CPU time a message, this process's and its ended children's).
 
 ``--serve`` times ``convmem serve`` from start to its first answer (the MCP
 ``initialize`` and a ``health`` call); ``--search`` runs the LoCoMo questions
@@ -63,20 +64,27 @@ def write_transcripts(folder: str, turns: list[tuple[str, str, str, str]], total
     return content_bytes
 
 
-def timed_import(store: str, folder: str, batch: int) -> tuple[float, dict]:
-    start = time.perf_counter()
+def cpu_seconds() -> float:
+    """CPU time of this process and of its ended children (the index's second process)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed_import(store: str, folder: str, batch: int) -> tuple[float, float, dict]:
+    start, cpu = time.perf_counter(), cpu_seconds()
     summary = run_import(store, "claude-code", [folder], Options(batch=batch, progress=sys.stderr.isatty()))
-    return time.perf_counter() - start, summary
+    return time.perf_counter() - start, cpu_seconds() - cpu, summary
 
 
 def replay_rate(store: str) -> dict:
     from eventstore.store import EventStore
     from projections.registry import Projector
     with EventStore(store, Projector()) as opened:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds()
         events = opened.rebuild_projections()
-        seconds = time.perf_counter() - start
-    return {"seconds": round(seconds, 2), "events_per_s": round(events / seconds)}
+        seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+    return {"seconds": round(seconds, 2), "events_per_s": round(events / seconds),
+            "cpu_us_per_event": round(1e6 * cpu / max(events, 1), 1)}
 
 
 def serve_startup(store: str, parent: str) -> dict:
@@ -127,12 +135,13 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--store {store} already holds a store: the benchmark imports into an empty one")
         record["content_bytes"] = write_transcripts(folder, turns, args.messages, args.per_session)
         print("transcripts written; importing", file=sys.stderr)
-        seconds, summary = timed_import(store, folder, args.batch)
+        seconds, cpu, summary = timed_import(store, folder, args.batch)
         record["import"] = {"seconds": round(seconds, 2), "written": summary["written"],
-                            "messages_per_s": round(summary["written"] / seconds)}
+                            "messages_per_s": round(summary["written"] / seconds),
+                            "cpu_us_per_message": round(1e6 * cpu / max(summary["written"], 1), 1)}
         record["store_file_bytes"] = os.path.getsize(os.path.join(store, "data.mdb"))
         if not args.no_rerun:
-            seconds, again = timed_import(store, folder, args.batch)
+            seconds, _, again = timed_import(store, folder, args.batch)
             record["rerun"] = {"seconds": round(seconds, 2), "written": again["written"],
                                "already_present": again["already_present"]}
             record["replay"] = replay_rate(store)
@@ -149,13 +158,14 @@ def main(argv: list[str] | None = None) -> int:
 def table(record: dict) -> str:
     imp = record["import"]
     lines = [f"import {imp['written']:,} messages: {imp['seconds']} s, {imp['messages_per_s']:,} messages/s "
-             f"(batch {record['batch']:,})",
+             f"(batch {record['batch']:,}; {imp['cpu_us_per_message']} µs CPU a message)",
              f"store file {record['store_file_bytes'] / 1e6:,.1f} MB after the import; "
              f"peak RSS {record['peak_rss_mb']} MB"]
     if "rerun" in record:
         lines.append(f"re-run (all present): {record['rerun']['seconds']} s, wrote {record['rerun']['written']}")
         lines.append(f"replay of the store built: {record['replay']['seconds']} s, "
-                     f"{record['replay']['events_per_s']:,} events/s")
+                     f"{record['replay']['events_per_s']:,} events/s "
+                     f"({record['replay']['cpu_us_per_event']} µs CPU an event)")
     if "serve" in record:
         lines.append(f"convmem serve: first answer after {record['serve']['best_first_health_s']} s (best of 3)")
     if "search_unfiltered" in record:
