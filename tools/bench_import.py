@@ -17,7 +17,7 @@ on a shared machine the ratio of the two says more than either alone, and
 so does the CPU time a message, this process's and its ended children's).
 
 ``--serve`` times ``convmem serve`` from start to its first answer (the MCP
-``initialize`` and a ``health`` call); ``--search`` runs the LoCoMo questions
+``initialize`` and a ``get_system_health`` call); ``--search`` runs the LoCoMo questions
 through :meth:`MemoryService.search` (``tools.search_scale``'s timing: one
 warm-up pass, one timed).  Output: a table and one JSON record on stdout;
 progress on stderr.  Timings are measurements, never assertions.
@@ -97,7 +97,7 @@ def serve_startup(store: str, parent: str) -> dict:
         start = time.perf_counter()
         async with served(store, parent) as (client, _pid):
             ready = time.perf_counter() - start
-            health = await ok(client, "health")
+            health = await ok(client, "get_system_health")
             answered = time.perf_counter() - start
         return {"initialize_s": round(ready, 3), "first_health_s": round(answered, 3),
                 "active_messages": health.get("active_messages")}
@@ -126,21 +126,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve", action="store_true", help="time `convmem serve` start-up on the store")
     parser.add_argument("--search", action="store_true", help="search p50/p95 over the store (LoCoMo questions)")
     parser.add_argument("--no-rerun", action="store_true", help="skip the re-run and the replay (big stores)")
+    parser.add_argument("--measure-only", action="store_true",
+                        help="import nothing: measure --serve/--search on the existing --store")
     args = parser.parse_args(argv)
     turns, questions = search_scale.load(args.data)
     record: dict = {"benchmark": "bench_import", "messages": args.messages, "batch": args.batch}
     with workdir(args.store, "convmem-import-") as (store, parent), \
             tempfile.TemporaryDirectory(prefix="convmem-transcripts-") as folder:
-        if os.path.exists(os.path.join(store, "data.mdb")):
+        if os.path.exists(os.path.join(store, "data.mdb")) and not args.measure_only:
             parser.error(f"--store {store} already holds a store: the benchmark imports into an empty one")
-        record["content_bytes"] = write_transcripts(folder, turns, args.messages, args.per_session)
-        print("transcripts written; importing", file=sys.stderr)
-        seconds, cpu, summary = timed_import(store, folder, args.batch)
-        record["import"] = {"seconds": round(seconds, 2), "written": summary["written"],
-                            "messages_per_s": round(summary["written"] / seconds),
-                            "cpu_us_per_message": round(1e6 * cpu / max(summary["written"], 1), 1)}
+        if not args.measure_only:
+            record["content_bytes"] = write_transcripts(folder, turns, args.messages, args.per_session)
+            print("transcripts written; importing", file=sys.stderr)
+            seconds, cpu, summary = timed_import(store, folder, args.batch)
+            record["import"] = {"seconds": round(seconds, 2), "written": summary["written"],
+                                "messages_per_s": round(summary["written"] / seconds),
+                                "cpu_us_per_message": round(1e6 * cpu / max(summary["written"], 1), 1)}
+            print(f"imported: {json.dumps(record['import'])}", file=sys.stderr)
         record["store_file_bytes"] = os.path.getsize(os.path.join(store, "data.mdb"))
-        if not args.no_rerun:
+        if not args.no_rerun and not args.measure_only:
             seconds, _, again = timed_import(store, folder, args.batch)
             record["rerun"] = {"seconds": round(seconds, 2), "written": again["written"],
                                "already_present": again["already_present"]}
@@ -156,11 +160,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def table(record: dict) -> str:
-    imp = record["import"]
-    lines = [f"import {imp['written']:,} messages: {imp['seconds']} s, {imp['messages_per_s']:,} messages/s "
-             f"(batch {record['batch']:,}; {imp['cpu_us_per_message']} µs CPU a message)",
-             f"store file {record['store_file_bytes'] / 1e6:,.1f} MB after the import; "
-             f"peak RSS {record['peak_rss_mb']} MB"]
+    lines = [f"store file {record['store_file_bytes'] / 1e6:,.1f} MB; peak RSS {record['peak_rss_mb']} MB"]
+    if "import" in record:
+        imp = record["import"]
+        lines.insert(0, f"import {imp['written']:,} messages: {imp['seconds']} s, {imp['messages_per_s']:,} "
+                        f"messages/s (batch {record['batch']:,}; {imp['cpu_us_per_message']} µs CPU a message)")
     if "rerun" in record:
         lines.append(f"re-run (all present): {record['rerun']['seconds']} s, wrote {record['rerun']['written']}")
         lines.append(f"replay of the store built: {record['replay']['seconds']} s, "
