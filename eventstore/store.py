@@ -183,22 +183,27 @@ class EventStore:
         except _STORAGE_ERRORS as exc:
             raise translate(exc, "reading the store") from exc
 
-    def execute(self, command: Callable[[WriteTx], object]):
+    def execute(self, command: Callable[[WriteTx], object], *, bulk: bool = False):
         """Run ``command`` in one durable write transaction and return its result.
 
         The command reads state, decides, and appends events; projectors,
         watermark and I/O counters are updated in the same transaction; the
         commit is synced before this returns.  On a full map the transaction
         is aborted, the map grown, and the command run again.
+
+        ``bulk=True`` (an import appending many events at once) lets the
+        projectors hold their work until the flush, as a replay does; the
+        read models end with the same bytes as when each event is written
+        in a transaction of its own.
         """
-        return self._run(command, "writing to the store", count_io=True)
+        return self._run(command, "writing to the store", count_io=True, bulk=bulk)
 
     def maintain(self, fn: Callable[[WriteTx], object], action: str):
         """Like :meth:`execute`, for maintenance (compaction): not counted as a
         logical write; ``action`` names the work in error messages."""
         return self._run(fn, action)
 
-    def _run(self, fn: Callable[[WriteTx], object], action: str, count_io: bool = False):
+    def _run(self, fn: Callable[[WriteTx], object], action: str, count_io: bool = False, bulk: bool = False):
         """``fn`` in one write transaction, retried after growing a full map.
 
         Maintenance (replay, compaction) passes ``count_io=False``: only
@@ -209,7 +214,7 @@ class EventStore:
         for _ in range(64):
             try:
                 with self._env.transaction(write=True) as txn:
-                    w = WriteTx(txn, self._dbs, store=self)
+                    w = WriteTx(txn, self._dbs, store=self, bulk=bulk)
                     try:
                         result = fn(w)
                         if count_io and w.appended:

@@ -1,7 +1,10 @@
 """``convmem import SOURCE …``: bring messages into the store.
 
 Sources are registered like commands: a ``register(sources, common)`` function
-listed in :data:`SOURCES` adds the source's parser and sets its ``run``.  This module brings ``jsonl`` (our own export).
+listed in :data:`SOURCES` adds the source's parser and sets its ``run``.  This
+module brings ``jsonl`` (our own export) and the transcript sources of
+:mod:`server.importers` (``claude-code``, ``codex``, ``chatgpt``, ``claude-ai``,
+``memory-jsonl``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import transfer
+from ..importers import command as importers_command
+from ..importers.run import SOURCES as TRANSCRIPT_SOURCES
 from ..progress import progress
 from ..service import MemoryService
 from ._common import CommandError, check_usable, store_path
@@ -63,5 +68,24 @@ def run_jsonl(args: argparse.Namespace) -> int:
     return 0
 
 
+def _register_transcripts(name: str) -> Callable[[Any, argparse.ArgumentParser], None]:
+    """The ``register`` of one transcript source of :mod:`server.importers` (docs/import.md)."""
+    def register_source(sources, common: argparse.ArgumentParser) -> None:
+        text = f"import {name} transcripts into sessions (docs/import.md); re-running adds only what is new"
+        p = sources.add_parser(name, parents=[common], help=text, description=text)
+        importers_command.add_options(p)
+        p.set_defaults(run=_run_transcripts)
+    return register_source
+
+
+def _run_transcripts(args: argparse.Namespace) -> int:
+    path = store_path(args)
+    check_usable(path)
+    return importers_command.run(args, path)
+
+
 # source name → its ``register(sources, common)``
-SOURCES: dict[str, Callable[[Any, argparse.ArgumentParser], None]] = {"jsonl": _register_jsonl}
+SOURCES: dict[str, Callable[[Any, argparse.ArgumentParser], None]] = {
+    "jsonl": _register_jsonl,
+    **{name: _register_transcripts(name) for name in TRANSCRIPT_SOURCES},
+}
