@@ -175,11 +175,25 @@ class _StallGuard(H11Protocol):
         waiting = self.conn.their_state in (h11.IDLE, h11.SEND_BODY) and not self.flow.read_paused
         quiet = self.loop.time() - self._last
         if waiting and quiet >= self.read_timeout:
-            log.info("closed a connection that sent nothing for %.0f s", quiet)
+            log.info("closed a connection that sent nothing for %.1f s", quiet)
             self.transport.close()
             return
         delay = self.read_timeout - quiet if waiting else self.read_timeout
         self._watch = self.loop.call_later(max(delay, 0.5), self._check)
+
+
+class _QuietDisconnects(logging.Filter):
+    """The SDK logs a client that went away before its request body was read (one
+    that hung up, or stalled and was closed by :class:`_StallGuard`) as an error
+    with a traceback; it is neither: one INFO line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from starlette.requests import ClientDisconnect
+        if record.exc_info and isinstance(record.exc_info[1], ClientDisconnect):
+            record.msg, record.args = "a client went away before its request was read", ()
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
 
 
 def bind(settings: HttpSettings) -> socket.socket:
@@ -204,6 +218,7 @@ async def serve_http(store_path: str, settings: HttpSettings) -> None:
     check_bind(settings)
     if logging.getLogger().level > logging.DEBUG:     # the SDK logs every stateless request at INFO
         logging.getLogger("mcp").setLevel(logging.WARNING)
+    logging.getLogger("mcp.server.streamable_http").addFilter(_QuietDisconnects())
     sock = bind(settings)
     guard = type("StallGuard", (_StallGuard,), {"read_timeout": settings.read_timeout})
     config = uvicorn.Config(build_app(store_path, settings), http=guard, lifespan="on", log_config=None,

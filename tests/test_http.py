@@ -157,11 +157,17 @@ def test_a_stalled_client_is_disconnected_and_the_server_stays_healthy(store_pat
     with http_server(store_path, extra=("--read-timeout", "0.5")) as s:
         host, port = s.url.split("//")[1].split("/")[0].rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=60) as idle, \
-                socket.create_connection((host, int(port)), timeout=60) as half:
+                socket.create_connection((host, int(port)), timeout=60) as half, \
+                socket.create_connection((host, int(port)), timeout=60) as body:
             half.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n")
-            assert idle.recv(1) == b""          # closed by the server, not by our timeout
-            assert half.recv(1) == b""
+            body.sendall((f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {s.token}\r\n"
+                          f"Content-Type: application/json\r\nAccept: {ACCEPT}\r\nContent-Length: 100\r\n\r\n"
+                          '{"jsonrpc":').encode())
+            for sock in (idle, half, body):
+                assert sock.recv(1) == b""      # closed by the server, not by our timeout
         assert post(s, LIST).status_code == 200
+        assert last_sequence(s) == 0
+    assert "Traceback" not in "".join(s.lines)
 
 
 def test_requests_with_made_up_session_ids_are_answered_and_change_nothing(server):
