@@ -195,3 +195,15 @@ async def test_a_1_mib_message_and_an_8_mib_page_reach_the_default_client(server
         page = (await ok(client, "read_messages", {"session_id": "big", "limit": 8}))["history"]
         assert [len(m["content"]) for m in page] == [1 << 20] * len(page)
         assert len(page) >= 7                   # the response budget (~8 MiB) may cut the last one
+
+
+def test_every_option_of_convmem_serve_and_the_token_command_is_in_the_http_doc():
+    import argparse
+
+    from server.cli import _parser
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "http.md")) as f:
+        doc = f.read()
+    options = {o for a in sub.choices["serve"]._actions for o in a.option_strings if o.startswith("--")} - {"--help"}
+    assert {o for o in options if f"`{o}" not in doc} == set()
+    assert "convmem token" in doc and "CONVMEM_TOKEN" in doc
