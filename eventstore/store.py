@@ -14,13 +14,9 @@ LMDB discipline, followed everywhere in this package:
 * indexes hold ids and sequence numbers, never copies of content.
 
 Sub-databases owned here: ``events`` (8-byte big-endian sequence → CBOR event)
-and ``meta`` (see :mod:`eventstore.meta`).  The read models are
-owned by a *projector* passed in by the caller; it is applied to every event
-inside the transaction that appends it, so no reader ever sees one without
-the other.  Values a projector rewrites many times in one transaction (the
-statistics) are kept decoded in the transaction's projector *state*
-(:class:`TxState`) and written once, by :meth:`WriteTx.flush`, just before the
-commit.
+and ``meta`` (see :mod:`eventstore.meta`).  The read models are owned by a
+*projector* (:mod:`eventstore.transaction`), applied to every event inside the
+transaction that appends it, so no reader ever sees one without the other.
 
 Errors: :meth:`EventStore.read` and the write transactions translate what
 LMDB and the OS raise (and CBOR that does not decode) into our tree; stored
@@ -40,7 +36,7 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import cbor2
 import lmdb
@@ -62,6 +58,10 @@ _STORAGE_ERRORS = (lmdb.Error, OSError, cbor2.CBORDecodeError)
 
 
 log = logging.getLogger("convmem")
+
+
+class _Abandoned(Exception):
+    """A command of a group failed after appending: the group is run again command by command."""
 
 
 def _log_progress(done: int, total: int) -> None:
@@ -198,6 +198,62 @@ class EventStore:
         """
         return self._run(command, "writing to the store", count_io=True, bulk=bulk)
 
+    def execute_many(self, commands: Sequence[Callable[[WriteTx], object]]) -> list[tuple[bool, object]]:
+        """Group commit: run ``commands`` in order in one write transaction and one
+        durable sync; ``(True, result)`` or ``(False, the ConvMemError)`` for each.
+
+        Each command runs in a nested transaction, so one that refuses (not
+        found, conflict) before appending is undone alone and the others commit;
+        later commands see the earlier ones' events, as with one writer.  A
+        command that fails after appending (the projectors' held state has seen
+        its event), or a group the storage fails, is abandoned whole and every
+        command run again alone with :meth:`execute`: the outcome is always
+        what one writer running them one by one would give.
+        """
+        if len(commands) > 1:
+            for _ in range(64):
+                try:
+                    with self._env.transaction(write=True) as txn:
+                        w = WriteTx(txn, self._dbs, store=self)
+                        try:
+                            outcomes = [self._nested(w, txn, c) for c in commands]
+                            w.flush()
+                        finally:
+                            w.ended()
+                    return outcomes
+                except lmdb.MapFullError:
+                    self._env.grow()
+                except Exception:               # _Abandoned, or the storage failed the group
+                    break
+        return [self._alone(c) for c in commands]
+
+    def _alone(self, command: Callable[[WriteTx], object]) -> tuple[bool, object]:
+        try:
+            return True, self.execute(command)
+        except ConvMemError as exc:
+            return False, exc
+
+    def _nested(self, w: WriteTx, parent, command: Callable[[WriteTx], object]) -> tuple[bool, object]:
+        before = len(w.appended)
+        w.txn = self._env.child(parent)
+        try:
+            result = command(w)
+            if len(w.appended) > before:
+                self._count_io(w, w.appended[before:], first=before == 0)
+        except ConvMemError as exc:
+            w.txn.abort()
+            if len(w.appended) != before:
+                raise _Abandoned from exc
+            return False, exc
+        except BaseException:
+            w.txn.abort()
+            raise
+        else:
+            w.txn.commit()
+            return True, result
+        finally:
+            w.txn = parent
+
     def maintain(self, fn: Callable[[WriteTx], object], action: str):
         """Like :meth:`execute`, for maintenance (compaction): not counted as a
         logical write; ``action`` names the work in error messages."""
@@ -218,7 +274,7 @@ class EventStore:
                     try:
                         result = fn(w)
                         if count_io and w.appended:
-                            self._count_io(w)
+                            self._count_io(w, w.appended)
                         w.flush()
                     finally:
                         w.ended()
@@ -231,11 +287,12 @@ class EventStore:
                 raise translate(exc, action) from exc
         raise StoreIOError(f"{action}: the map could not grow enough")
 
-    def _count_io(self, w: WriteTx) -> None:
+    def _count_io(self, w: WriteTx, appended: list[tuple[int, int]], first: bool = True) -> None:
+        """One logical write of ``appended``; a flush for the first of a commit's writes."""
         io = self.io_counters(w.txn)
         io["write_calls"] += 1
-        io["write_bytes"] += sum(size for _, size in w.appended)
-        io["flush_calls"] += 1
+        io["write_bytes"] += sum(size for _, size in appended)
+        io["flush_calls"] += int(first)
         self.set_io_counters(w, io)
 
     # ------------------------------------------------------------------ reads

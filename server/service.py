@@ -25,6 +25,7 @@ from eventstore.errors import (
     ValidationError,
 )
 from eventstore.events import KINDS, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
+from eventstore.group_commit import GroupCommitter
 from eventstore.ids import to_bytes, to_str
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history as history_index
@@ -49,16 +50,19 @@ class MemoryService:
         self.store = EventStore(path, Projector(index_config), **store_options)
         self.last_error = ""
         self._lock = RWLock()
+        self.committer = GroupCommitter(self.store)
 
     def close(self) -> None:
         with self._lock.exclusive():
+            self.committer.close()
             self.store.close()
 
     # ------------------------------------------------------------- commands
     def _write(self, command):
+        """``command`` in a durable commit, grouped with the other callers' writes of the moment."""
         with self._lock.shared():
             try:
-                result = self.store.execute(command)
+                result = self.committer.submit(command)
             except (StoreIOError, CorruptStoreError) as exc:
                 self.last_error = exc.message
                 raise
