@@ -27,29 +27,16 @@ from dataclasses import replace
 from typing import Any
 
 from .options import Options
-from .reading import expand, export_json, file_time
+from .reading import conversations
 from .turns import Report, Turn, as_text, dict_of, list_of, parse_time, text_of
 
 NAME = "chatgpt"
-DEFAULTS: tuple[str, ...] = ()
-PATTERN = "conversations.json"
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "tool": "user"}
 
 
 def read(paths: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
-    for path in expand(paths, DEFAULTS, PATTERN):
-        data = export_json(path, "conversations.json", report)
-        if data is None:
-            continue
-        if not isinstance(data, list):
-            report.skip(path, "conversations.json is not a list of conversations")
-            continue
-        for number, conv in enumerate(data, 1):
-            where = f"{path}:conversation {number}"
-            if not isinstance(conv, dict):
-                report.skip(where, "not a conversation object")
-                continue
-            yield from _conversation(where, conv, report, options, file_time(path))
+    for where, conv, fallback in conversations(paths, report):
+        yield from _conversation(where, conv, report, options, fallback)
 
 
 def _conversation(where: str, conv: dict[str, Any], report: Report, options: Options,

@@ -22,29 +22,19 @@ from collections.abc import Iterator
 from typing import Any
 
 from .options import Options
-from .reading import expand, export_json, file_time
+from .reading import conversations
 from .turns import Report, Turn, as_text, parse_time, text_of
 
 NAME = "claude-ai"
-DEFAULTS: tuple[str, ...] = ()
-PATTERN = "conversations.json"
 _ROLES = {"human": "user", "user": "user", "assistant": "assistant"}
 
 
 def read(paths: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
-    for path in expand(paths, DEFAULTS, PATTERN):
-        data = export_json(path, "conversations.json", report)
-        if data is None:
+    for where, conv, fallback in conversations(paths, report):
+        if not isinstance(conv.get("uuid"), str) or not conv["uuid"]:
+            report.skip(where, "a conversation without a uuid")
             continue
-        if not isinstance(data, list):
-            report.skip(path, "conversations.json is not a list of conversations")
-            continue
-        for number, conv in enumerate(data, 1):
-            where = f"{path}:conversation {number}"
-            if not isinstance(conv, dict) or not isinstance(conv.get("uuid"), str) or not conv["uuid"]:
-                report.skip(where, "a conversation without a uuid")
-                continue
-            yield from _conversation(where, conv, report, options, file_time(path))
+        yield from _conversation(where, conv, report, options, fallback)
 
 
 def _conversation(where: str, conv: dict[str, Any], report: Report, options: Options,

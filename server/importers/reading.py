@@ -97,3 +97,22 @@ def file_time(path: str) -> int:
         return int(os.path.getmtime(path) * 1000)
     except OSError:
         return 0
+
+
+def conversations(paths: list[str], report: Report) -> Iterator[tuple[str, dict[str, Any], int]]:
+    """(where, conversation, the file's time) of every conversation object in
+    the ``conversations.json`` of each export found (a file or a zip); a file
+    that is not a list, or an item that is not an object, is skipped and reported."""
+    for path in expand(paths, (), "conversations.json"):
+        data = export_json(path, "conversations.json", report)
+        if data is None:
+            continue
+        if not isinstance(data, list):
+            report.skip(path, "conversations.json is not a list of conversations")
+            continue
+        for number, conv in enumerate(data, 1):
+            where = f"{path}:conversation {number}"
+            if not isinstance(conv, dict):
+                report.skip(where, "not a conversation object")
+                continue
+            yield where, conv, file_time(path)
