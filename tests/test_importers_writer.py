@@ -178,7 +178,7 @@ def test_a_dry_run_creates_no_store_and_finding_no_file_exits_1(tmp_path, capsys
     root = samples.claude_code(str(tmp_path / "projects"))
     store = str(tmp_path / "store")
     assert cli.main(["import", "claude-code", root, "--store", store, "--dry-run"]) == 1
-    assert "would write 12 messages" in capsys.readouterr().out
+    assert "would write 12 messages" in capsys.readouterr().err
     assert not os.path.exists(store)
     (tmp_path / "empty").mkdir()
     assert cli.main(["import", "codex", str(tmp_path / "empty"), "--store", store]) == 1
