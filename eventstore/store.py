@@ -37,6 +37,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import cbor2
 import lmdb
@@ -58,6 +59,7 @@ _STORAGE_ERRORS = (lmdb.Error, OSError, cbor2.CBORDecodeError)
 
 
 log = logging.getLogger("convmem")
+T = TypeVar("T")
 
 
 class _Abandoned(Exception):
@@ -202,25 +204,19 @@ class EventStore:
         """Group commit: run ``commands`` in order in one write transaction and one
         durable sync; ``(True, result)`` or ``(False, the ConvMemError)`` for each.
 
-        Each command runs in a nested transaction, so one that refuses (not
-        found, conflict) before appending is undone alone and the others commit;
-        later commands see the earlier ones' events, as with one writer.  A
-        command that fails after appending (the projectors' held state has seen
-        its event), or a group the storage fails, is abandoned whole and every
-        command run again alone with :meth:`execute`: the outcome is always
-        what one writer running them one by one would give.
+        Each command runs in a nested transaction: one that refuses (not found,
+        conflict) before appending is undone alone, and later commands see the
+        earlier ones' events.  A command that fails after appending, or a group
+        the storage fails, is abandoned and every command run alone with
+        :meth:`execute`: always what one writer running them in turn gives.
         """
         if len(commands) > 1:
+            def group(w: WriteTx) -> list[tuple[bool, object]]:
+                parent = w.txn
+                return [self._nested(w, parent, c) for c in commands]
             for _ in range(64):
                 try:
-                    with self._env.transaction(write=True) as txn:
-                        w = WriteTx(txn, self._dbs, store=self)
-                        try:
-                            outcomes = [self._nested(w, txn, c) for c in commands]
-                            w.flush()
-                        finally:
-                            w.ended()
-                    return outcomes
+                    return self._transaction(group)
                 except lmdb.MapFullError:
                     self._env.grow()
                 except Exception:               # _Abandoned, or the storage failed the group
@@ -260,25 +256,18 @@ class EventStore:
         return self._run(fn, action)
 
     def _run(self, fn: Callable[[WriteTx], object], action: str, count_io: bool = False, bulk: bool = False):
-        """``fn`` in one write transaction, retried after growing a full map.
-
-        Maintenance (replay, compaction) passes ``count_io=False``: only
-        commands count as logical writes.  What LMDB and the OS raise is
-        translated; any other exception (a bug) becomes ``INTERNAL_ERROR``
-        with the original as its cause — never ``CORRUPT_STORE``.
-        """
+        """``fn`` in one write transaction, retried after growing a full map;
+        ``count_io=False`` for maintenance (only commands are logical writes).
+        What LMDB and the OS raise is translated; any other exception (a bug)
+        becomes ``INTERNAL_ERROR`` with it as the cause — never ``CORRUPT_STORE``."""
+        def counted(w: WriteTx) -> object:
+            result = fn(w)
+            if count_io and w.appended:
+                self._count_io(w, w.appended)
+            return result
         for _ in range(64):
             try:
-                with self._env.transaction(write=True) as txn:
-                    w = WriteTx(txn, self._dbs, store=self, bulk=bulk)
-                    try:
-                        result = fn(w)
-                        if count_io and w.appended:
-                            self._count_io(w, w.appended)
-                        w.flush()
-                    finally:
-                        w.ended()
-                return result
+                return self._transaction(counted, bulk)
             except lmdb.MapFullError:
                 self._env.grow()
             except ConvMemError:
@@ -286,6 +275,17 @@ class EventStore:
             except Exception as exc:
                 raise translate(exc, action) from exc
         raise StoreIOError(f"{action}: the map could not grow enough")
+
+    def _transaction(self, body: Callable[[WriteTx], T], bulk: bool = False) -> T:
+        """``body`` in one synced write transaction, the projector state flushed before."""
+        with self._env.transaction(write=True) as txn:
+            w = WriteTx(txn, self._dbs, store=self, bulk=bulk)
+            try:
+                result = body(w)
+                w.flush()
+            finally:
+                w.ended()
+        return result
 
     def _count_io(self, w: WriteTx, appended: list[tuple[int, int]], first: bool = True) -> None:
         """One logical write of ``appended``; a flush for the first of a commit's writes."""
