@@ -142,6 +142,11 @@ class Environment:
             txn.abort()              # no effect after a commit
             self.guard.leave()
 
+    def child(self, parent: lmdb.Transaction[bytes]) -> lmdb.Transaction[bytes]:
+        """A nested write transaction inside ``parent`` (same thread): its commit
+        merges into the parent, its abort undoes only its own changes."""
+        return self._live().begin(write=True, parent=parent)
+
     def _begin(self, write: bool) -> lmdb.Transaction[bytes]:
         """A new transaction, entered in the remap guard (the caller leaves it)."""
         for _ in range(_BEGIN_ATTEMPTS):

@@ -14,13 +14,9 @@ LMDB discipline, followed everywhere in this package:
 * indexes hold ids and sequence numbers, never copies of content.
 
 Sub-databases owned here: ``events`` (8-byte big-endian sequence → CBOR event)
-and ``meta`` (see :mod:`eventstore.meta`).  The read models are
-owned by a *projector* passed in by the caller; it is applied to every event
-inside the transaction that appends it, so no reader ever sees one without
-the other.  Values a projector rewrites many times in one transaction (the
-statistics) are kept decoded in the transaction's projector *state*
-(:class:`TxState`) and written once, by :meth:`WriteTx.flush`, just before the
-commit.
+and ``meta`` (see :mod:`eventstore.meta`).  The read models are owned by a
+*projector* (:mod:`eventstore.transaction`), applied to every event inside the
+transaction that appends it, so no reader ever sees one without the other.
 
 Errors: :meth:`EventStore.read` and the write transactions translate what
 LMDB and the OS raise (and CBOR that does not decode) into our tree; stored
@@ -40,7 +36,8 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import cbor2
 import lmdb
@@ -62,6 +59,11 @@ _STORAGE_ERRORS = (lmdb.Error, OSError, cbor2.CBORDecodeError)
 
 
 log = logging.getLogger("convmem")
+T = TypeVar("T")
+
+
+class _Abandoned(Exception):
+    """A command of a group failed after appending: the group is run again command by command."""
 
 
 def _log_progress(done: int, total: int) -> None:
@@ -183,41 +185,89 @@ class EventStore:
         except _STORAGE_ERRORS as exc:
             raise translate(exc, "reading the store") from exc
 
-    def execute(self, command: Callable[[WriteTx], object]):
+    def execute(self, command: Callable[[WriteTx], object], *, bulk: bool = False):
         """Run ``command`` in one durable write transaction and return its result.
 
         The command reads state, decides, and appends events; projectors,
         watermark and I/O counters are updated in the same transaction; the
         commit is synced before this returns.  On a full map the transaction
         is aborted, the map grown, and the command run again.
+
+        ``bulk=True`` (an import appending many events at once) lets the
+        projectors hold their work until the flush, as a replay does; the
+        read models end with the same bytes as when each event is written
+        in a transaction of its own.
         """
-        return self._run(command, "writing to the store", count_io=True)
+        return self._run(command, "writing to the store", count_io=True, bulk=bulk)
+
+    def execute_many(self, commands: Sequence[Callable[[WriteTx], object]]) -> list[tuple[bool, object]]:
+        """Group commit: run ``commands`` in order in one write transaction and one
+        durable sync; ``(True, result)`` or ``(False, the ConvMemError)`` for each.
+
+        Each command runs in a nested transaction: one that refuses (not found,
+        conflict) before appending is undone alone, and later commands see the
+        earlier ones' events.  A command that fails after appending, or a group
+        the storage fails, is abandoned and every command run alone with
+        :meth:`execute`: always what one writer running them in turn gives.
+        """
+        if len(commands) > 1:
+            def group(w: WriteTx) -> list[tuple[bool, object]]:
+                parent = w.txn
+                return [self._nested(w, parent, c) for c in commands]
+            for _ in range(64):
+                try:
+                    return self._transaction(group)
+                except lmdb.MapFullError:
+                    self._env.grow()
+                except Exception:               # _Abandoned, or the storage failed the group
+                    break
+        return [self._alone(c) for c in commands]
+
+    def _alone(self, command: Callable[[WriteTx], object]) -> tuple[bool, object]:
+        try:
+            return True, self.execute(command)
+        except ConvMemError as exc:
+            return False, exc
+
+    def _nested(self, w: WriteTx, parent, command: Callable[[WriteTx], object]) -> tuple[bool, object]:
+        before = len(w.appended)
+        w.txn = self._env.child(parent)
+        try:
+            result = command(w)
+            if len(w.appended) > before:
+                self._count_io(w, w.appended[before:], first=before == 0)
+        except ConvMemError as exc:
+            w.txn.abort()
+            if len(w.appended) != before:
+                raise _Abandoned from exc
+            return False, exc
+        except BaseException:
+            w.txn.abort()
+            raise
+        else:
+            w.txn.commit()
+            return True, result
+        finally:
+            w.txn = parent
 
     def maintain(self, fn: Callable[[WriteTx], object], action: str):
         """Like :meth:`execute`, for maintenance (compaction): not counted as a
         logical write; ``action`` names the work in error messages."""
         return self._run(fn, action)
 
-    def _run(self, fn: Callable[[WriteTx], object], action: str, count_io: bool = False):
-        """``fn`` in one write transaction, retried after growing a full map.
-
-        Maintenance (replay, compaction) passes ``count_io=False``: only
-        commands count as logical writes.  What LMDB and the OS raise is
-        translated; any other exception (a bug) becomes ``INTERNAL_ERROR``
-        with the original as its cause — never ``CORRUPT_STORE``.
-        """
+    def _run(self, fn: Callable[[WriteTx], object], action: str, count_io: bool = False, bulk: bool = False):
+        """``fn`` in one write transaction, retried after growing a full map;
+        ``count_io=False`` for maintenance (only commands are logical writes).
+        What LMDB and the OS raise is translated; any other exception (a bug)
+        becomes ``INTERNAL_ERROR`` with it as the cause — never ``CORRUPT_STORE``."""
+        def counted(w: WriteTx) -> object:
+            result = fn(w)
+            if count_io and w.appended:
+                self._count_io(w, w.appended)
+            return result
         for _ in range(64):
             try:
-                with self._env.transaction(write=True) as txn:
-                    w = WriteTx(txn, self._dbs, store=self)
-                    try:
-                        result = fn(w)
-                        if count_io and w.appended:
-                            self._count_io(w)
-                        w.flush()
-                    finally:
-                        w.ended()
-                return result
+                return self._transaction(counted, bulk)
             except lmdb.MapFullError:
                 self._env.grow()
             except ConvMemError:
@@ -226,11 +276,23 @@ class EventStore:
                 raise translate(exc, action) from exc
         raise StoreIOError(f"{action}: the map could not grow enough")
 
-    def _count_io(self, w: WriteTx) -> None:
+    def _transaction(self, body: Callable[[WriteTx], T], bulk: bool = False) -> T:
+        """``body`` in one synced write transaction, the projector state flushed before."""
+        with self._env.transaction(write=True) as txn:
+            w = WriteTx(txn, self._dbs, store=self, bulk=bulk)
+            try:
+                result = body(w)
+                w.flush()
+            finally:
+                w.ended()
+        return result
+
+    def _count_io(self, w: WriteTx, appended: list[tuple[int, int]], first: bool = True) -> None:
+        """One logical write of ``appended``; a flush for the first of a commit's writes."""
         io = self.io_counters(w.txn)
         io["write_calls"] += 1
-        io["write_bytes"] += sum(size for _, size in w.appended)
-        io["flush_calls"] += 1
+        io["write_bytes"] += sum(size for _, size in appended)
+        io["flush_calls"] += int(first)
         self.set_io_counters(w, io)
 
     # ------------------------------------------------------------------ reads

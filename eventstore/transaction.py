@@ -50,7 +50,7 @@ class Projector(Protocol):
     db_specs: dict[str, dict]
 
     def begin(self, tx: WriteTx, bulk: bool) -> TxState:
-        """The state of a new write transaction; ``bulk`` for a full replay,
+        """The state of a new write transaction; ``bulk`` for a full replay or a bulk import,
         whose work the projector may hold until the flush."""
 
     def apply(self, tx: WriteTx, seq: int, event: Event, size: int) -> None: ...
@@ -84,7 +84,7 @@ class WriteTx(Tx):
     """
 
     store: Owner = None  # type: ignore[assignment]
-    bulk: bool = False                      # a full replay (set before the first event)
+    bulk: bool = False                      # a replay or a bulk import (set before the first event)
     appended: list[tuple[int, int]] = field(default_factory=list)
     watermark: int | None = None
     _next_seq: int | None = None

@@ -1,8 +1,8 @@
 """The MCP server: low-level ``Server`` handlers that only translate.
 
 ``tools/list`` returns the seven specs of :mod:`server.tools`.  ``tools/call``
-runs the tool's handler in a worker thread — writes on one dedicated writer
-thread, reads concurrently — and wraps its JSON in one ``TextContent``.
+runs the tool's handler in a worker thread — writes are gathered by the
+service's group committer into commits on its one writer thread — and wraps its JSON in one ``TextContent``.
 Application errors become ``isError`` results with the error body of
 docs/tools.md §Error codes; anything unexpected becomes ``INTERNAL_ERROR``
 with the traceback on stderr (so does an ``InternalError`` the store made of
@@ -28,6 +28,7 @@ from mcp.server.lowlevel import Server
 from eventstore.errors import ConvMemError, InternalError
 
 from . import render
+from ._stdio import StdinLines, claimed_stdin, until_signal
 from .service import MemoryService
 from .tools import BY_NAME, TOOLS
 
@@ -82,10 +83,9 @@ async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResu
         return error_result(error.code, error.message)
     work = functools.partial(spec.call, state.service, arguments)
     try:
-        if spec.writes:
-            body = await on_writer(state.writer, work)
-        else:
-            body = await anyio.to_thread.run_sync(work)
+        # writes too run on worker threads: the service's group committer gathers
+        # the concurrent ones into one commit on its writer thread
+        body = await anyio.to_thread.run_sync(work)
     except InternalError as exc:         # a bug the store caught: its cause's traceback to stderr
         log.error("internal error in %s", name, exc_info=exc)
         return error_result(exc.code, exc.message)
@@ -206,9 +206,14 @@ def _error(rid: str | int | None, code: int, message: str) -> types.JSONRPCError
     return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
 
 
-async def serve_stdio(store_path: str) -> None:
+async def serve_stdio(store_path: str) -> str | None:
+    """Serve until stdin ends or SIGINT/SIGTERM arrives; the signal's name, if one stopped it."""
     from mcp.server.stdio import stdio_server
     server = build_server(store_path)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(_AnsweringUnreadable(read_stream, write_stream), write_stream,
-                         server.create_initialization_options())
+
+    async def run() -> None:
+        with claimed_stdin() as fd:
+            async with stdio_server(stdin=StdinLines(fd)) as (read_stream, write_stream):  # type: ignore[arg-type]
+                await server.run(_AnsweringUnreadable(read_stream, write_stream), write_stream,
+                                 server.create_initialization_options())
+    return await until_signal(run)

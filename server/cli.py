@@ -1,88 +1,75 @@
-"""The ``convmem`` command: serve, health, replay.
+"""The ``convmem`` command.  Every subcommand lives in a module of
+:mod:`server.commands` (listed in its registry); docs/cli.md documents each.
 
-    convmem serve  [--store PATH]           run the MCP server on stdio
-    convmem health [--store PATH]           print the health report (exit 1 if DEGRADED)
-    convmem replay [--store PATH] [--verify]  rebuild the read models from the log
-
-The store defaults to ``$CONVMEM_STORE``, else ``$XDG_DATA_HOME/convmem`` or
-``~/.local/share/convmem``; it is created on first use.  Logs go to stderr.
+Global options (``--store``, ``--log-level``) are accepted before or after the
+subcommand.  Exit codes: 0 success; 1 a check failed (health DEGRADED, replay
+--verify found a difference, an import refused); 2 the command could not run
+(no store, bad arguments, a storage error); 130 interrupted; 141 stdout closed
+early (``convmem health | head -3``).  Logs and progress go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 
 from eventstore.errors import ConvMemError
 
-from .maintenance import report, run
-from .service import MemoryService, default_store_path
+from .app import VERSION
+from .commands import COMMANDS
+from .commands._common import STORE_HELP, CommandError
+from .maintenance import report
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="convmem", description="Tiny ConvMem: a durable conversation "
-                                "memory server for LLM agents (MCP over stdio).")
-    p.add_argument("--log-level", default=os.environ.get("CONVMEM_LOG_LEVEL", "INFO"),
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level (default INFO)")
+                                "memory server for LLM agents (MCP over stdio), and its tools.")
+    p.add_argument("--version", action="version", version=f"convmem {VERSION}")
+    p.add_argument("--store", default=None, help=STORE_HELP)
+    p.add_argument("--log-level", default=os.environ.get("CONVMEM_LOG_LEVEL", "INFO").upper(),
+                   type=str.upper, choices=LEVELS, help="stderr log level (default INFO)")
+    # the same options after the subcommand; SUPPRESS keeps the value given before it
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", default=argparse.SUPPRESS, help=STORE_HELP)
+    common.add_argument("--log-level", default=argparse.SUPPRESS, type=str.upper, choices=LEVELS,
+                        help="stderr log level (default INFO)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    store_help = "store directory (default: $CONVMEM_STORE or ~/.local/share/convmem)"
-    for name, help_text in (("serve", "run the MCP server over stdio"),
-                            ("health", "print the store's health report as JSON; exit 1 when DEGRADED"),
-                            ("replay", "drop every read model and rebuild it from the event log")):
-        sp = sub.add_parser(name, help=help_text, description=help_text)
-        sp.add_argument("--store", default=None, help=store_help)
-        if name == "replay":
-            sp.add_argument("--verify", action="store_true",
-                            help="rebuild into a scratch copy and compare with the live read models; "
-                                 "exit 1 on any difference")
+    for module in COMMANDS:
+        module.register(sub, common)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s convmem %(levelname)s %(message)s")
-    store = os.path.abspath(os.path.expanduser(args.store or default_store_path()))
     try:
-        if args.command == "serve":
-            import anyio
-
-            from .app import serve_stdio
-            anyio.run(serve_stdio, store)
-            return 0
-        if args.command == "health":
-            return _health(store)
-        return run(store, verify=args.verify)
+        code = args.run(args)
+        sys.stdout.flush()           # here, where a closed pipe is caught, not at the exit
+        return code
+    except CommandError as exc:
+        print(f"convmem: {exc.message}", file=sys.stderr)
+        return exc.code
     except ConvMemError as exc:
         report("convmem", exc)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _stdout_closed()
 
 
-def _exposed(store: str) -> bool:
-    """True when the store directory or a file in it is open to group or others."""
-    if not os.path.isdir(store):
-        return False
-    paths = [store] + [os.path.join(store, n) for n in os.listdir(store)]
-    return any(os.stat(p).st_mode & 0o077 for p in paths)
-
-
-def _health(store: str) -> int:
-    if _exposed(store):
-        warning = f"convmem: warning: {store} is readable by other users; run chmod -R go-rwx on it"
-        print(warning, file=sys.stderr)
-    service = MemoryService(store)
-    try:
-        report = service.health()
-    finally:
-        service.close()
-    json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
-    return 0 if report["status"] == "OK" and report["snapshot_valid"] else 1
+def _stdout_closed() -> int:
+    """The reader of stdout went away: say nothing more (Python would complain
+    again when it flushes stdout at exit) and exit as a pipe writer does."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 repair for damaged read models); ``differences`` rebuilds a scratch copy and
 compares it, sub-database by sub-database, byte for byte, with the live read
 models.  ``convmem replay`` and ``python -m tools.replay`` both run
-:func:`run`.  Progress and results go to stderr.
+:func:`run`.  Progress (a bar, on a terminal only) and results go to stderr.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 import traceback
-from typing import TextIO
 
 from eventstore.errors import ConvMemError, InternalError
 from eventstore.store import EventStore
 from projections.registry import Projector
+
+from .progress import replay_bar
 
 
 def report(prog: str, exc: ConvMemError) -> None:
@@ -30,28 +30,10 @@ def report(prog: str, exc: ConvMemError) -> None:
     print(f"{prog}: {exc.code}: {exc.message}", file=sys.stderr)
 
 
-class Progress:
-    """A progress bar on ``out`` (stderr), for ``rebuild_projections(progress=…)``."""
-
-    def __init__(self, out: TextIO | None = None) -> None:
-        self.out = out or sys.stderr
-        self.start = time.perf_counter()
-
-    def __call__(self, done: int, total: int) -> None:
-        width = 30
-        filled = width * done // max(total, 1)
-        rate = done / max(time.perf_counter() - self.start, 1e-9)
-        self.out.write(f"\rreplay [{'#' * filled}{'.' * (width - filled)}] {done}/{total} events "
-                       f"({rate:,.0f}/s)")
-        self.out.flush()
-
-
 def replay(path: str) -> int:
     """Rebuild the projections of the store at ``path``; returns events applied."""
-    with EventStore(path, Projector(), repair=True) as store:
-        done = store.rebuild_projections(progress=Progress())
-    sys.stderr.write("\n")
-    return done
+    with EventStore(path, Projector(), repair=True) as store, replay_bar() as bar:
+        return store.rebuild_projections(progress=bar)
 
 
 def dump_projections(store: EventStore) -> dict[str, list[tuple[bytes, bytes]]]:
@@ -73,8 +55,8 @@ def differences(path: str) -> list[str]:
             expected = dump_projections(live)
             live.copy_to(scratch)
         with EventStore(scratch, Projector()) as copy:
-            copy.rebuild_projections(progress=Progress())
-            sys.stderr.write("\n")
+            with replay_bar("verify") as bar:
+                copy.rebuild_projections(progress=bar)
             got = dump_projections(copy)
         return [name for name in expected if expected[name] != got[name]]
     finally:
@@ -90,9 +72,9 @@ def run(path: str, verify: bool = False) -> int:
         diff = differences(path)
         for name in diff:
             print(f"replay: read model '{name}' differs from a replay of the log", file=sys.stderr)
-        print("replay: verify " + ("FAILED" if diff else "OK: every read model equals its replay"),
+        print("replay: verify " + ("FAILED" if diff else "OK: every read model equals its replay") + f" ({path})",
               file=sys.stderr)
         return 1 if diff else 0
     done = replay(path)
-    print(f"replay: rebuilt the read models from {done} events", file=sys.stderr)
+    print(f"replay: rebuilt the read models from {done} events ({path})", file=sys.stderr)
     return 0

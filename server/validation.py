@@ -141,7 +141,11 @@ _FIELD_CHECKS = {
 
 def metadata_patch(value: Any, field: str) -> dict[str, Any]:
     """The validated fields present in a ``metadata_json`` string."""
-    parsed = parse_json(value, field)
+    return metadata_fields(parse_json(value, field), field)
+
+
+def metadata_fields(parsed: Any, field: str) -> dict[str, Any]:
+    """The validated fields of a metadata object already parsed from JSON."""
     if not isinstance(parsed, dict):
         raise ValidationError(f"{field}: must encode a JSON object")
     patch = {}

@@ -41,7 +41,16 @@ def svc(store_path):
 
 
 @pytest.fixture
-async def mcp(store_path):
-    """A :class:`helpers.Mcp` client connected in memory to a fresh server on ``store_path``."""
-    async with connect(store_path) as m:
+def transport(request) -> str:
+    """How the ``mcp`` fixture reaches the server: ``memory`` unless a module
+    parametrizes it (``TRANSPORTS`` in helpers.py: ``memory`` and ``http``)."""
+    return getattr(request, "param", "memory")
+
+
+@pytest.fixture
+async def mcp(store_path, transport):
+    """A :class:`helpers.Mcp` client connected to a fresh server on ``store_path``:
+    in memory, or (``transport == "http"``) to a real ``convmem serve --http``
+    child on a loopback port through the SDK's HTTP client."""
+    async with connect(store_path, transport=transport) as m:
         yield m

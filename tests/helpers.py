@@ -15,9 +15,11 @@ import json
 import re
 from typing import Any
 
+import pytest
 from mcp import Client
 
 from server.app import build_server
+from tools.mcp_client import connect_http, http_server
 
 
 class Clock:
@@ -130,9 +132,21 @@ class Mcp:
         return [m["message_id"] for m in (await self.read(session_id=session, limit=1000))["history"]]
 
 
+# a module runs its ``mcp`` tests over both transports with
+#   pytestmark = [pytest.mark.anyio, TRANSPORTS]
+TRANSPORTS = pytest.mark.parametrize("transport", ["memory", "http"], indirect=True)
+
+
 @contextlib.asynccontextmanager
-async def connect(store_path: str, *, mode: str = "auto", **service_options: Any):
-    """A client connected in memory to a fresh server on ``store_path``."""
+async def connect(store_path: str, *, mode: str = "auto", transport: str = "memory", **service_options: Any):
+    """A client connected to a fresh server on ``store_path``: in memory, or over
+    HTTP to a ``convmem serve --http`` child (``service_options`` are in-memory only)."""
+    if transport == "http":
+        assert not service_options, "service options reach only an in-memory server"
+        with http_server(store_path) as server:
+            async with connect_http(server.url, server.token, mode=mode) as client:
+                yield Mcp(client)
+        return
     async with Client(build_server(store_path, **service_options), mode=mode) as client:
         yield Mcp(client)
 

@@ -1,14 +1,15 @@
-"""The seven tools through a real MCP client (the SDK's in-memory ``Client``;
-the ``mcp`` fixture and the helpers are in conftest.py and helpers.py)."""
+"""The seven tools through a real MCP client, over both transports: the SDK's
+in-memory ``Client`` and a real ``convmem serve --http`` child through the SDK's
+HTTP client (the ``mcp`` fixture and the helpers are in conftest.py and helpers.py)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from helpers import ESTIMATE_KEYS, HEALTH_KEYS, IO_KEYS, assert_message, connect, parse
+from helpers import ESTIMATE_KEYS, HEALTH_KEYS, IO_KEYS, TRANSPORTS, assert_message, connect, parse
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, TRANSPORTS]
 
 
 # ------------------------------------------------------------------ tools/list
@@ -187,26 +188,30 @@ async def test_missing_arguments_are_treated_as_empty(mcp):
     assert (await mcp.ok("get_system_health"))["status"] == "OK"
 
 
-async def test_the_legacy_initialize_handshake_serves_the_same_tools(store_path):
-    async with connect(store_path, mode="legacy") as m:
+async def test_the_legacy_initialize_handshake_serves_the_same_tools(store_path, transport):
+    async with connect(store_path, mode="legacy", transport=transport) as m:
         assert len((await m.client.list_tools()).tools) == 7
         written = await m.write("over the legacy handshake")
         assert (await m.read(session_id="s"))["history"] == [written]
         await m.fail("read_messages", {"view": "nope"})
 
 
-async def test_a_store_that_cannot_open_still_lists_tools_and_answers_each_call_with_the_error(tmp_path):
-    not_a_directory = tmp_path / "file"
-    not_a_directory.write_text("x")
-    async with connect(str(not_a_directory)) as m:
+async def test_a_store_that_cannot_open_still_lists_tools_and_answers_each_call_with_the_error(tmp_path, transport):
+    unopenable = tmp_path / "store"           # a directory (the CLI refuses a file before serving),
+    (unopenable / "data.mdb").mkdir(parents=True)      # whose data file LMDB cannot open
+    async with connect(str(unopenable), transport=transport) as m:
         assert len((await m.client.list_tools()).tools) == 7
         for name in ("get_system_health", "write_message"):
             message = await m.fail(name, {}, code="IO_ERROR")
             assert str(tmp_path) not in message
 
 
-async def test_an_unexpected_exception_becomes_internal_error_with_the_traceback_logged(mcp, monkeypatch, caplog):
+async def test_an_unexpected_exception_becomes_internal_error_with_the_traceback_logged(mcp, transport, monkeypatch,
+                                                                                       caplog):
     from server.service import MemoryService
+
+    if transport == "http":
+        pytest.skip("patches the service in this process; the HTTP server is another process")
 
     def broken(self):
         raise RuntimeError("secret detail")

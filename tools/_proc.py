@@ -63,9 +63,11 @@ async def run_async(args: Sequence[str], *, timeout: float | None = TIMEOUT) -> 
 
 
 def start(args: Sequence[str], *, stdin: int | IO | None = None, stdout: int | IO | None = None,
-          stderr: int | IO | None = None, text: bool = False) -> subprocess.Popen:
-    """Start ``args``; each stream is ``subprocess.PIPE``, an open file, or None (inherited)."""
-    return subprocess.Popen(list(args), cwd=REPO, stdin=stdin, stdout=stdout, stderr=stderr, text=text)
+          stderr: int | IO | None = None, text: bool = False, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``args``; each stream is ``subprocess.PIPE``, an open file, or None (inherited);
+    ``env``: variables added to this process's environment."""
+    return subprocess.Popen(list(args), cwd=REPO, stdin=stdin, stdout=stdout, stderr=stderr, text=text,
+                            env={**os.environ, **env} if env else None)
 
 
 def kill(proc: subprocess.Popen, timeout: float = TIMEOUT) -> int:

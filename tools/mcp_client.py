@@ -18,7 +18,7 @@ import os
 import random
 import shlex
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, TextIO
 
 import anyio
@@ -150,3 +150,70 @@ async def all_sessions(client: Client) -> list[dict]:
         cursor = page.get("nextCursor")
         if not cursor:
             return out
+
+
+# ------------------------------------------------------------ over HTTP
+class HttpServer:
+    """A ``convmem serve --http 127.0.0.1:0`` child: its ``url``, ``token``, ``proc``, and its stderr lines."""
+
+    def __init__(self, proc, url: str, token: str, lines: list[str]) -> None:
+        self.proc, self.url, self.token, self.lines = proc, url, token, lines
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def headers(self, token: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token or self.token}"}
+
+
+@contextlib.contextmanager
+def http_server(store: str, *, token: str | None = None, extra: tuple[str, ...] = (),
+                log_level: str = "INFO") -> Iterator[HttpServer]:
+    """Start ``convmem serve --http`` on a free loopback port with a known token
+    (``CONVMEM_TOKEN``); wait (at most ``CALL_TIMEOUT``) for its "serving … at URL"
+    log line; SIGKILL it on leaving.  Its stderr is read by a thread into ``lines``."""
+    import re
+    import subprocess
+    import threading
+
+    from tools._proc import start, stop
+    token = token or "test-token-" + os.urandom(16).hex()
+    command = [*python("-m", "server.cli"), "--log-level", log_level, "serve", "--store", store,
+               "--http", "127.0.0.1:0", *extra]
+    proc = start(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                 text=True, env={"CONVMEM_TOKEN": token})
+    lines: list[str] = []
+    found: list[str] = []
+    ready = threading.Event()
+
+    def drain() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            match = re.search(r"streamable HTTP at (\S+)", line)
+            if match and not found:
+                found.append(match.group(1))
+                ready.set()
+        ready.set()
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        if not ready.wait(CALL_TIMEOUT) or not found:
+            raise RuntimeError("convmem serve --http did not start:\n" + "".join(lines))
+        yield HttpServer(proc, found[0], token, lines)
+    finally:
+        stop(proc)
+        reader.join(CALL_TIMEOUT)
+
+
+@contextlib.asynccontextmanager
+async def connect_http(url: str, token: str | None, *, mode: str = "legacy",
+                       headers: dict[str, str] | None = None, **client_options: Any) -> AsyncIterator[Client]:
+    """A connected SDK client over streamable HTTP, with the SDK's default HTTP client
+    settings plus the bearer token header."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    all_headers = {**({"Authorization": f"Bearer {token}"} if token else {}), **(headers or {})}
+    async with create_mcp_http_client(headers=all_headers) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode, **client_options) as client:
+            yield client

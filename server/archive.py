@@ -1,0 +1,98 @@
+"""The export format: JSONL, one message a line, after one header line.
+
+    {"format":"tiny-convmem-export","version":1,"messages":2}
+    {"message_id":"01M8…","session_id":"project-x","timestamp":1796138666357,"role":"user",…}
+    {"message_id":"01M8…",…}
+
+A message line is the message object of docs/tools.md exactly (every field;
+``tool_call_id`` and ``summary`` present only when set), compact JSON, UTF-8,
+keys in that order; lines are in message-id (creation) order, ids strictly
+increasing.  The header's ``messages`` is the number of message lines.
+
+:func:`read` validates every line as ``write_message`` validates its
+arguments (same limits, same messages), plus the id, clock and revision
+fields, and raises ``VALIDATION_ERROR`` naming the line.  Importers of other
+formats may use :func:`message_from_object` for the same checks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from eventstore.errors import ValidationError
+from eventstore.events import ROLES, Message, Metadata
+
+from . import render, validation
+
+FORMAT = "tiny-convmem-export"
+VERSION = 1
+MESSAGE_KEYS = ("message_id", "session_id", "timestamp", "role", "content", "revision", "updated_at", "metadata")
+_MAX_INT = (1 << 63) - 1
+
+
+def header(count: int) -> str:
+    return render.dumps({"format": FORMAT, "version": VERSION, "messages": count}) + "\n"
+
+
+def line(message: Message) -> str:
+    return render.dumps(render.message(message)) + "\n"
+
+
+def message_from_object(obj: Any) -> Message:
+    """A message from its JSON object (as :func:`line` writes it), validated."""
+    if not isinstance(obj, dict) or set(obj) != set(MESSAGE_KEYS):
+        raise ValidationError(f"message: must be an object with exactly {', '.join(MESSAGE_KEYS)}")
+    meta = validation.metadata_fields(obj["metadata"], "metadata")
+    return Message(
+        message_id=validation.ulid(obj["message_id"], "message_id"),
+        session_id=validation.text(obj["session_id"], "session_id", min_bytes=1, max_bytes=256, no_nul=True),
+        role=validation.choice(obj["role"], "role", ROLES),
+        content=validation.text(obj["content"], "content", min_bytes=1, max_bytes=validation.MAX_CONTENT),
+        timestamp=validation.integer(obj["timestamp"], "timestamp", 0, _MAX_INT),
+        updated_at=validation.integer(obj["updated_at"], "updated_at", 0, _MAX_INT),
+        revision=validation.integer(obj["revision"], "revision", 1, _MAX_INT),
+        metadata=Metadata(**meta))
+
+
+def _parse(text: str) -> Any:
+    def refuse(_token: str) -> None:
+        raise ValueError("non-finite number")
+    try:
+        return json.loads(text, parse_constant=refuse)
+    except (ValueError, RecursionError):
+        raise ValidationError("the line is not valid JSON") from None
+
+
+def read_header(first: str) -> int:
+    """The message count the header line announces."""
+    obj = _parse(first)
+    if not (isinstance(obj, dict) and obj.get("format") == FORMAT):
+        raise ValidationError(f"the first line must be the header of a convmem export (format {FORMAT!r})")
+    if obj.get("version") != VERSION:
+        raise ValidationError(f"export format version must be {VERSION} (this convmem reads no other)")
+    return validation.integer(obj.get("messages"), "messages", 0, _MAX_INT)
+
+
+def read(lines: Iterable[str]) -> Iterator[Message]:
+    """The messages of an export, checked line by line; ``VALIDATION_ERROR``
+    names the line (``line 3: role: must be one of …``)."""
+    number, last, announced = 0, "", None
+    for number, text in enumerate(lines, 1):
+        try:
+            if number == 1:
+                announced = read_header(text)
+                continue
+            msg = message_from_object(_parse(text))
+            if msg.message_id <= last:
+                raise ValidationError("message_id: must be greater than the previous line's (export order)")
+        except ValidationError as exc:
+            raise ValidationError(f"line {number}: {exc.message}") from None
+        last = msg.message_id
+        yield msg
+    if announced is None:
+        raise ValidationError("line 1: the file is empty (no export header)")
+    if number - 1 != announced:
+        raise ValidationError(f"the header announces {announced} messages but {number - 1} follow "
+                              "(a truncated or edited file)")

@@ -1,0 +1,64 @@
+"""``convmem serve``: the MCP server on stdio (stdout carries MCP only), or
+over streamable HTTP with ``--http`` (docs/http.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._common import CommandError, check_usable, store_path
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    text = ("run the MCP server over stdio, or over streamable HTTP with --http; SIGINT (Ctrl-C) or "
+            "SIGTERM stops it cleanly")
+    p = sub.add_parser("serve", parents=[common], help=text, description=text)
+    p.add_argument("--http", metavar="[HOST:]PORT", default=None,
+                   help="serve MCP over streamable HTTP instead of stdio (default host 127.0.0.1)")
+    p.add_argument("--token-file", default=None, help="bearer token file (default: $CONVMEM_TOKEN, "
+                   "else STORE.http-token, created on first use)")
+    p.add_argument("--certfile", default=None, help="TLS certificate (PEM) for --http")
+    p.add_argument("--keyfile", default=None, help="TLS private key (PEM) for --http")
+    p.add_argument("--allow-remote", action="store_true", help="allow --http to bind a non-loopback address")
+    p.add_argument("--allow-host", action="append", default=[], metavar="HOST[:PORT]",
+                   help="another Host header to accept (the name clients use; repeatable)")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="another Origin to accept, e.g. https://example.org (repeatable)")
+    p.add_argument("--read-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="close a connection that sends nothing for this long while a request is due (default 30)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = store_path(args)
+    check_usable(path)
+    if args.http is not None:
+        return _serve_http(path, args)
+    import anyio
+
+    from ..app import serve_stdio
+
+    if sys.stdin is None or sys.stdout is None:        # closed when the process started
+        raise CommandError("stdin or stdout is closed: `convmem serve` reads MCP requests on stdin and "
+                           "answers on stdout (an MCP host connects both)")
+    anyio.run(serve_stdio, path)
+    return 0
+
+
+def _serve_http(store: str, args: argparse.Namespace) -> int:
+    import asyncio
+
+    from ..auth import resolve_token
+    from ..http_transport import HttpSettings, parse_bind, serve_http
+    host, port = parse_bind(args.http)
+    if (args.certfile is None) != (args.keyfile is None):
+        raise CommandError("--certfile and --keyfile go together")
+    settings = HttpSettings(host=host, port=port, token=resolve_token(store, args.token_file),
+                            allow_remote=args.allow_remote, certfile=args.certfile, keyfile=args.keyfile,
+                            allowed_hosts=tuple(args.allow_host), allowed_origins=tuple(args.allow_origin),
+                            read_timeout=args.read_timeout)
+    try:
+        asyncio.run(serve_http(store, settings))
+    except OSError as exc:
+        raise CommandError(f"cannot listen on {args.http}: {exc.strerror or exc}") from None
+    return 0

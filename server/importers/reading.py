@@ -1,0 +1,118 @@
+"""Reading source files without ever raising on their content: JSON lines one
+by one (a bad line is reported as ``file:line`` and skipped), a JSON export
+as a file or inside a zip, and the paths a user names (files, directories,
+globs) expanded to files.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import zipfile
+from collections.abc import Iterator
+from typing import Any
+
+from .turns import Report
+
+
+def expand(paths: list[str], defaults: tuple[str, ...], pattern: str) -> list[str]:
+    """Files to read: each path as given (a directory: every file matching
+    ``pattern`` below it; a glob: its matches); with no path, the ``defaults``
+    globs (``~`` expanded)."""
+    found: list[str] = []
+    if not paths:
+        for default in defaults:
+            found += sorted(glob.glob(os.path.expanduser(default), recursive=True))
+        return found
+    for path in paths:
+        path = os.path.expanduser(path)
+        if os.path.isdir(path):
+            found += sorted(glob.glob(os.path.join(path, "**", pattern), recursive=True))
+        elif glob.has_magic(path):
+            found += sorted(glob.glob(path, recursive=True))
+        else:
+            found.append(path)
+    return list(dict.fromkeys(found))
+
+
+def jsonl(path: str, report: Report) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each line that is a JSON object; the others are
+    skipped and reported (blank lines silently)."""
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        report.skip(path, f"cannot read the file ({exc.strerror or type(exc).__name__})")
+        return
+    report.files += 1
+    with fh:
+        for number, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                obj = json.loads(raw)
+            except RecursionError:
+                report.skip(where, "JSON nested too deeply")
+                continue
+            except ValueError:
+                complete = raw.endswith(b"\n")
+                report.skip(where, "not valid JSON" + ("" if complete else " (truncated last line)"))
+                continue
+            if not isinstance(obj, dict):
+                report.skip(where, "not a JSON object")
+                continue
+            yield number, obj
+
+
+def export_json(path: str, member: str, report: Report) -> Any:
+    """The JSON document ``member`` (e.g. ``conversations.json``) of an export:
+    ``path`` is that file or a zip holding it (anywhere inside); None, reported,
+    when it cannot be read."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zf:
+                names = [n for n in zf.namelist() if os.path.basename(n) == member]
+                if not names:
+                    report.skip(path, f"the zip holds no {member}")
+                    return None
+                data = zf.read(min(names, key=len))
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read()
+    except (OSError, zipfile.BadZipFile, RuntimeError, NotImplementedError) as exc:
+        report.skip(path, f"cannot read the file ({getattr(exc, 'strerror', None) or type(exc).__name__})")
+        return None
+    report.files += 1
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        report.skip(f"{path}:{member}" if zipfile.is_zipfile(path) else path, "not valid JSON")
+        return None
+
+
+def file_time(path: str) -> int:
+    """The file's modification time in Unix milliseconds (for turns with no time at all)."""
+    try:
+        return int(os.path.getmtime(path) * 1000)
+    except OSError:
+        return 0
+
+
+def conversations(paths: list[str], report: Report) -> Iterator[tuple[str, dict[str, Any], int]]:
+    """(where, conversation, the file's time) of every conversation object in
+    the ``conversations.json`` of each export found (a file or a zip); a file
+    that is not a list, or an item that is not an object, is skipped and reported."""
+    for path in expand(paths, (), "conversations.json"):
+        data = export_json(path, "conversations.json", report)
+        if data is None:
+            continue
+        if not isinstance(data, list):
+            report.skip(path, "conversations.json is not a list of conversations")
+            continue
+        for number, conv in enumerate(data, 1):
+            where = f"{path}:conversation {number}"
+            if not isinstance(conv, dict):
+                report.skip(where, "not a conversation object")
+                continue
+            yield where, conv, file_time(path)

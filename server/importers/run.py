@@ -1,0 +1,74 @@
+"""One import run: a source's turns through the bulk writer into a store."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from types import ModuleType
+
+from eventstore.store import EventStore
+from projections.registry import Projector
+
+from . import chatgpt, claude_ai, claude_code, codex, memory_jsonl
+from .options import Options
+from .turns import Report, Turn
+from .writer import Writer
+
+SOURCES: dict[str, ModuleType] = {m.NAME: m for m in (claude_code, codex, chatgpt, claude_ai, memory_jsonl)}
+
+
+def run_import(store_path: str, source: str, paths: list[str], options: Options | None = None, *,
+               store: EventStore | None = None) -> dict:
+    """Import ``paths`` (none: the source's default locations) of ``source``
+    into the store at ``store_path`` (or the open ``store``); returns the
+    summary (counts, and each skipped line as ``file:line: why``)."""
+    options = options or Options()
+    module = SOURCES.get(source)
+    if module is None:
+        raise ValueError(f"source: must be one of {', '.join(SOURCES)}")
+    report = Report(source, dry_run=options.dry_run)
+    owned = store is None
+    scratch = None
+    if owned and options.dry_run and not os.path.exists(store_path):
+        scratch = tempfile.mkdtemp(prefix="convmem-dry-run-")     # a dry run creates no store
+        store_path = os.path.join(scratch, "store")
+    target = store if store is not None else EventStore(store_path, Projector())
+    try:
+        writer = Writer(target, report, batch=options.batch, bulk=options.bulk, dry_run=options.dry_run,
+                        progress=_progress(options))
+        feed(writer, module.read(paths, report, options))
+        writer.flush()
+    finally:
+        if owned:
+            target.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if _progress(options) is not None:
+        sys.stderr.write("\n")
+    return report.summary()
+
+
+def feed(writer: Writer, items: Iterator[Turn | list[Turn]]) -> None:
+    for item in items:
+        if isinstance(item, list):
+            writer.add_group(item)
+        else:
+            writer.add(item)
+
+
+def _progress(options: Options) -> Callable[[Report], None] | None:
+    show = sys.stderr.isatty() if options.progress is None else options.progress
+    if not show:
+        return None
+    start = time.perf_counter()
+
+    def line(report: Report) -> None:
+        rate = report.turns / max(time.perf_counter() - start, 1e-9)
+        sys.stderr.write(f"\rimport {report.source}: {report.files} files, {report.turns} turns read, "
+                         f"{report.written} written, {report.present} already there ({rate:,.0f}/s)")
+        sys.stderr.flush()
+    return line

@@ -1,0 +1,190 @@
+"""What every importer produces — :class:`Turn`, one message to write — and
+what it reports — :class:`Report`, the counts and the skips with file:line.
+
+A turn names its message by an *import key* (the source's own id of the
+turn, e.g. a Claude Code line's ``uuid``), unique within its session.  The
+message keeps it as a name-based id, :func:`import_id` (a ULID whose time
+part is zero and whose 80 other bits hash the session and the key), in its
+``source_message_ids`` — the id of the turn it came from, in the store's id
+format, which need not name a message of the store.  That is how a re-run
+knows what is already there (see :mod:`.writer`), at the cost of 16 bytes a
+message and no index entry (a per-message tag would add a posting list and a
+facet list per message: a third more bytes and time).  Relations name their
+target by import key too; the writer turns keys into message ids.
+
+Limits the server enforces on every write are enforced here too: content is
+cut at 1 MiB with a marker, the summary at 4 KiB, a tag at 128 bytes (at a
+character boundary), at most 32 tags and 32 relations.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, TextIO
+
+from eventstore.events import KINDS, RELATION_TYPES, ROLES
+from eventstore.ids import to_str
+
+MAX_CONTENT = 1 << 20
+MAX_SUMMARY = 4096
+MAX_TAG = 128
+MAX_TAGS = 32
+MAX_SESSION = 256
+MAX_RELATIONS = 32
+IMPORT_ID_PREFIX = "0000000000"             # the time part of every import id (zero)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+TRUNCATED = "\n[convmem import: truncated, {} more bytes in the source]"
+
+
+@dataclass
+class Turn:
+    """One message to import.  ``timestamp`` in Unix milliseconds."""
+
+    session_id: str
+    key: str
+    role: str
+    content: str
+    timestamp: int
+    tags: tuple[str, ...] = ()
+    kind: str = "conversation"
+    tool_call_id: str | None = None
+    summary: str | None = None
+    relations: tuple[tuple[str, str], ...] = ()     # (type, import key in the same session)
+    import_id: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES or self.kind not in KINDS:
+            raise ValueError("a turn's role or kind is not one the store knows")
+        if any(rtype not in RELATION_TYPES for rtype, _ in self.relations):
+            raise ValueError("a turn's relation type is not one the store knows")
+        self.session_id = _session(self.session_id)
+        self.content = limit_content(self.content)
+        if self.summary is not None:
+            self.summary = cut(self.summary, MAX_SUMMARY) or None
+        if self.tool_call_id is not None:
+            self.tool_call_id = cut(self.tool_call_id, 256)
+        self.tags = tuple(dict.fromkeys(t for t in map(tag, self.tags) if t))[:MAX_TAGS]
+        self.relations = tuple(dict.fromkeys(self.relations))[:MAX_RELATIONS]
+        self.import_id = import_id(self.session_id, self.key)
+
+
+def import_id(session_id: str, key: str) -> str:
+    """The name-based id of the source turn ``key`` of ``session_id``: a ULID
+    with a zero time part and 80 bits of BLAKE2b of the session and the key."""
+    digest = hashlib.blake2b(f"{session_id}\n{key}".encode("utf-8", "surrogatepass"), digest_size=10).digest()
+    return to_str(bytes(6) + digest)
+
+
+def cut(text: str, max_bytes: int) -> str:
+    """``text`` (cleaned) shortened to at most ``max_bytes`` UTF-8 bytes, at a character boundary."""
+    text, data = _encoded(text)
+    if len(data) <= max_bytes:
+        return text
+    return data[:max_bytes].decode("utf-8", "ignore")
+
+
+def clean(text: str) -> str:
+    """Lone surrogates (JSON allows ``\\ud800``) become U+FFFD: the store keeps valid Unicode."""
+    return _encoded(text)[0]
+
+
+def _encoded(text: str) -> tuple[str, bytes]:
+    """(``text`` cleaned, its UTF-8), encoding it once when it is clean already."""
+    try:
+        return text, text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = _SURROGATE.sub("\ufffd", text)
+        return text, text.encode("utf-8")
+
+
+@lru_cache(maxsize=4096)
+def _session(session_id: str) -> str:
+    return cut(session_id.replace("\x00", ""), MAX_SESSION)
+
+
+def limit_content(text: str) -> str:
+    """Content over 1 MiB is truncated, with a marker saying how much was left out."""
+    text, data = _encoded(text)
+    size = len(data)
+    if size <= MAX_CONTENT:
+        return text
+    marker = TRUNCATED.format(size)          # the count's width bounds the marker's
+    kept = cut(text, MAX_CONTENT - len(marker.encode("utf-8")))
+    return kept + TRUNCATED.format(size - len(kept.encode("utf-8")))
+
+
+@lru_cache(maxsize=4096)
+def tag(text: str) -> str:
+    return cut(text.replace("\x00", ""), MAX_TAG)
+
+
+def as_text(value: Any) -> str:
+    """A value as readable text: strings as they are, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def parse_time(value: Any) -> int | None:
+    """Unix milliseconds from an ISO 8601 string or Unix seconds; None if neither."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value * 1000) if 0 <= value < 1e11 else None
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=_dt.UTC)
+    return int(parsed.timestamp() * 1000)
+
+
+@dataclass
+class Report:
+    """What an import did: counts, and each skip as ``file:line: why``."""
+
+    source: str
+    files: int = 0
+    turns: int = 0                    # turns read from the sources
+    written: int = 0                  # messages written (or, in a dry run, that would be)
+    present: int = 0                  # turns already in the store (a re-run)
+    ignored: int = 0                  # lines of kinds that carry no message (metadata, progress)
+    skipped: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+    def skip(self, where: str, why: str, out: TextIO | None = None) -> None:
+        line = f"{where}: {why}"
+        self.skipped.append(line)
+        print(f"convmem import: warning: skipped {line}", file=out or sys.stderr)
+
+    def summary(self) -> dict:
+        return {"source": self.source, "dry_run": self.dry_run, "files": self.files, "turns": self.turns,
+                "written": self.written, "already_present": self.present, "ignored": self.ignored,
+                "skipped": len(self.skipped), "skips": list(self.skipped)}
+
+
+def text_of(obj: dict[str, Any], key: str) -> str | None:
+    """``obj[key]`` when it is a non-empty string, else None."""
+    value = obj.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def dict_of(obj: dict[str, Any], key: str) -> dict[str, Any]:
+    """``obj[key]`` when it is an object, else an empty one."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def list_of(obj: dict[str, Any], key: str) -> list[Any]:
+    """``obj[key]`` when it is a list, else an empty one."""
+    value = obj.get(key)
+    return value if isinstance(value, list) else []

@@ -1,0 +1,110 @@
+"""Export every live message to the JSONL archive (:mod:`server.archive`), and
+import one back.
+
+Import writes the file's messages exactly as they are (:meth:`MemoryService.
+restore_messages`), ``BATCH`` messages per durable transaction.  It accepts a
+store only when the store holds nothing but messages of the file, unchanged:
+an empty store, or one that an earlier run of the same import filled, wholly
+or in part (an interrupted run).  It then adds the messages the store lacks.
+Anything else is refused before anything is written: a live message of the
+store missing from the file, or one whose fields differ.  So export → import
+into an empty store → export gives the same bytes, and a re-run is a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from typing import IO
+
+from eventstore.errors import ValidationError
+from eventstore.events import Message
+
+from . import archive
+from .service import MemoryService
+
+BATCH = 1000
+
+
+def export(service: MemoryService, out: IO[str], step: Callable[[int], None] = lambda n: None) -> int:
+    """Write the archive of every live message to ``out``; the number written.
+    One read transaction: the export is one consistent state of the store."""
+    try:
+        with service.snapshot() as (count, live):
+            try:
+                out.write(archive.header(count))
+                for msg in live:
+                    out.write(archive.line(msg))
+                    step(1)
+            except OSError as exc:      # the output's failure, not the store's: keep it apart
+                raise _OutputFailed(exc) from exc
+    except _OutputFailed as failed:
+        raise failed.error from None
+    return count
+
+
+class _OutputFailed(Exception):
+    """Carries an ``OSError`` of the output past the store's read transaction,
+    which would take it for a storage error."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass(frozen=True)
+class Plan:
+    in_file: int        # messages in the file
+    present: int        # of which the store holds already, identical
+    missing: int        # of which the import writes
+
+
+class Refused(Exception):
+    """The store holds messages that are not the file's: nothing was written."""
+
+
+def check(service: MemoryService, messages: Iterable[Message]) -> Plan:
+    """Walk the file's messages and the store's live ones side by side (both in
+    id order): :class:`Refused` unless every stored one is in the file, equal."""
+    in_file = present = 0
+    with service.snapshot() as (_, live):
+        stored = next(live, None)
+        for msg in messages:
+            in_file += 1
+            if stored is not None and stored.message_id < msg.message_id:
+                raise Refused(f"the store holds message {stored.message_id}, which the file does not: "
+                              "import into an empty store (see docs/cli.md)")
+            if stored is not None and stored.message_id == msg.message_id:
+                if stored != msg:
+                    raise Refused(f"message {msg.message_id} is in the store with other fields than in the file")
+                present += 1
+                stored = next(live, None)
+        if stored is not None:
+            raise Refused(f"the store holds message {stored.message_id}, which the file does not: "
+                          "import into an empty store (see docs/cli.md)")
+    return Plan(in_file, present, in_file - present)
+
+
+def write(service: MemoryService, messages: Iterable[Message], step: Callable[[int], None] = lambda n: None) -> int:
+    """Write the messages the store lacks, ``BATCH`` per transaction; the number written."""
+    written = 0
+    for batch in _batches(iter(messages)):
+        written += service.restore_messages(batch)
+        step(len(batch))
+    return written
+
+
+def _batches(messages: Iterator[Message]) -> Iterator[list[Message]]:
+    while batch := list(islice(messages, BATCH)):
+        yield batch
+
+
+def read_file(fh: IO[str], name: str) -> Iterator[Message]:
+    """The messages of the archive open as ``fh`` (``VALIDATION_ERROR`` names ``name`` and the line)."""
+    try:
+        yield from archive.read(fh)
+    except UnicodeDecodeError:
+        raise ValidationError(f"{name}: is not UTF-8 text") from None
+    except ValidationError as exc:
+        raise ValidationError(f"{name}: {exc.message}") from None

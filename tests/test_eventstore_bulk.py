@@ -1,0 +1,56 @@
+"""``EventStore.execute(command, bulk=True)``: many events in one transaction,
+the index work held to the commit, and the read models byte for byte those of
+one event per transaction — writes, updates and deletes mixed."""
+
+from __future__ import annotations
+
+import random
+
+from helpers import Clock
+
+from eventstore.events import Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
+from eventstore.store import EventStore
+from projections.index import IndexConfig
+from projections.registry import Projector
+from server.maintenance import dump_projections
+
+SMALL = IndexConfig(merge_at=8, chunk=4, build_batch=16)
+
+
+def steps(count: int):
+    """Commands: write ``count`` messages, then update every third and delete every fifth."""
+    ids: list[str] = []
+
+    def write(n):
+        def command(w):
+            now = w.now_ms()
+            mid = w.new_id(now)
+            ids.append(mid)
+            meta = Metadata(tags=(f"t{n % 4}",), relations=(("related_to", ids[0]),) if n else ())
+            w.append(MessageWritten(Message(mid, f"s{n % 3}", "user", f"deploy note {n} retry budget", now, now,
+                                            1, meta)))
+        return command
+
+    def update(n):
+        return lambda w: w.append(MessageUpdated(ids[n], 2, w.now_ms(), f"deploy note {n} revised", Metadata()))
+
+    def delete(n):
+        return lambda w: w.append(MessageDeleted(ids[n]))
+    return ([write(n) for n in range(count)] + [update(n) for n in range(0, count, 3)]
+            + [delete(n) for n in range(1, count, 5)])
+
+
+def test_a_bulk_transaction_leaves_the_bytes_of_one_transaction_per_event(tmp_path):
+    dumps = []
+    for name, bulk in (("one-by-one", False), ("bulk", True)):
+        with EventStore(str(tmp_path / name), Projector(SMALL), clock=Clock(step=1), rng=random.Random(9)) as store:
+            commands = steps(60)
+            if bulk:
+                store.execute(lambda w, commands=commands: [c(w) for c in commands], bulk=True)
+            else:
+                for c in commands:
+                    store.execute(c)
+            dumps.append(dump_projections(store))
+            store.rebuild_projections()
+            assert dump_projections(store) == dumps[-1]
+    assert dumps[0] == dumps[1]

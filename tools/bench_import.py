@@ -1,0 +1,182 @@
+"""Bulk import speed: Claude Code transcripts of chat-sized messages into an empty store, in-process.
+
+    python -m tools.bench_import                          100,000 messages, temporary store
+    python -m tools.bench_import --messages 1000000 --store DIR --serve --search
+
+The transcripts are the LoCoMo dev conversations (``--data``, default
+``../shared/data``) replicated until there are ``--messages`` turns, written
+as Claude Code session files of ``--per-session`` lines each (user and
+assistant text lines, ``"{speaker}: {text}"``, 120 bytes on average), then
+imported with :func:`server.importers.run_import` — parsing, mapping, the
+re-run check and the bulk writer (``--batch`` messages per durable
+transaction), as ``convmem import claude-code`` runs it.  Writing the files
+is not timed.  A second import of the same files is timed too (everything is
+already there: the cost of a re-run), and so is a replay of the store built
+(``rebuild_projections``: the same index work without parsing or encoding —
+on a shared machine the ratio of the two says more than either alone, and
+so does the CPU time a message, this process's and its ended children's).
+
+``--serve`` times ``convmem serve`` from start to its first answer (the MCP
+``initialize`` and a ``get_system_health`` call); ``--search`` runs the LoCoMo questions
+through :meth:`MemoryService.search` (``tools.search_scale``'s timing: one
+warm-up pass, one timed).  Output: a table and one JSON record on stdout;
+progress on stderr.  Timings are measurements, never assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+
+from server.importers import Options, run_import
+
+from . import search_scale
+from ._workdir import workdir
+
+SID = "00000000-0000-4000-8000-{:012d}"
+
+
+def write_transcripts(folder: str, turns: list[tuple[str, str, str, str]], total: int, per_session: int) -> int:
+    """``total`` lines over session files of ``per_session`` lines; returns their bytes of content."""
+    project = os.path.join(folder, "-bench-project")
+    os.makedirs(project, exist_ok=True)
+    content_bytes, base = 0, 1_700_000_000_000
+    for first in range(0, total, per_session):
+        sid = SID.format(first // per_session)
+        with open(os.path.join(project, f"{sid}.jsonl"), "w", encoding="utf-8") as fh:
+            parent = None
+            for i in range(first, min(first + per_session, total)):
+                _, _, role, content = turns[i % len(turns)]
+                uuid = f"{sid[:-12]}{i:012d}"
+                ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((base + i * 1000) // 1000)) + ".000Z"
+                line = {"parentUuid": parent, "isSidechain": False, "sessionId": sid, "type": role,
+                        "message": {"role": role, "content": content if role == "user"
+                                    else [{"type": "text", "text": content}]},
+                        "uuid": uuid, "timestamp": ts}
+                fh.write(json.dumps(line) + "\n")
+                parent = uuid
+                content_bytes += len(content.encode("utf-8"))
+    return content_bytes
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its ended children (the index's second process)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed_import(store: str, folder: str, batch: int) -> tuple[float, float, dict]:
+    start, cpu = time.perf_counter(), cpu_seconds()
+    summary = run_import(store, "claude-code", [folder], Options(batch=batch, progress=sys.stderr.isatty()))
+    return time.perf_counter() - start, cpu_seconds() - cpu, summary
+
+
+def replay_rate(store: str) -> dict:
+    from eventstore.store import EventStore
+    from projections.registry import Projector
+    with EventStore(store, Projector()) as opened:
+        start, cpu = time.perf_counter(), cpu_seconds()
+        events = opened.rebuild_projections()
+        seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+    return {"seconds": round(seconds, 2), "events_per_s": round(events / seconds),
+            "cpu_us_per_event": round(1e6 * cpu / max(events, 1), 1)}
+
+
+def serve_startup(store: str, parent: str) -> dict:
+    """Seconds from starting ``convmem serve`` to its answers (initialize, then a health call)."""
+    import anyio
+
+    from .mcp_client import ok, served
+
+    async def once() -> dict:
+        start = time.perf_counter()
+        async with served(store, parent) as (client, _pid):
+            ready = time.perf_counter() - start
+            health = await ok(client, "get_system_health")
+            answered = time.perf_counter() - start
+        return {"initialize_s": round(ready, 3), "first_health_s": round(answered, 3),
+                "active_messages": health.get("active_messages")}
+    runs = [anyio.run(once) for _ in range(3)]
+    return {"runs": runs, "best_first_health_s": min(r["first_health_s"] for r in runs)}
+
+
+def search(store: str, questions: list[str]) -> dict:
+    from projections.search import Filters
+    from server.service import MemoryService
+    service = MemoryService(store)
+    try:
+        search_scale.measure(service, questions, Filters())                 # warm-up
+        return search_scale.measure(service, questions, Filters())
+    finally:
+        service.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench_import", description=__doc__.split("\n")[0])
+    parser.add_argument("--data", default=search_scale.DEFAULT_DATA, help="directory with locomo-dev.json")
+    parser.add_argument("--messages", type=int, default=100_000, help="turns to import (default 100000)")
+    parser.add_argument("--per-session", type=int, default=500, help="lines per transcript file (default 500)")
+    parser.add_argument("--batch", type=int, default=20_000, help="messages per transaction (default 20000)")
+    parser.add_argument("--store", help="store directory to build and keep (must not exist yet)")
+    parser.add_argument("--serve", action="store_true", help="time `convmem serve` start-up on the store")
+    parser.add_argument("--search", action="store_true", help="search p50/p95 over the store (LoCoMo questions)")
+    parser.add_argument("--no-rerun", action="store_true", help="skip the re-run and the replay (big stores)")
+    parser.add_argument("--measure-only", action="store_true",
+                        help="import nothing: measure --serve/--search on the existing --store")
+    args = parser.parse_args(argv)
+    turns, questions = search_scale.load(args.data)
+    record: dict = {"benchmark": "bench_import", "messages": args.messages, "batch": args.batch}
+    with workdir(args.store, "convmem-import-") as (store, parent), \
+            tempfile.TemporaryDirectory(prefix="convmem-transcripts-") as folder:
+        if os.path.exists(os.path.join(store, "data.mdb")) and not args.measure_only:
+            parser.error(f"--store {store} already holds a store: the benchmark imports into an empty one")
+        if not args.measure_only:
+            record["content_bytes"] = write_transcripts(folder, turns, args.messages, args.per_session)
+            print("transcripts written; importing", file=sys.stderr)
+            seconds, cpu, summary = timed_import(store, folder, args.batch)
+            record["import"] = {"seconds": round(seconds, 2), "written": summary["written"],
+                                "messages_per_s": round(summary["written"] / seconds),
+                                "cpu_us_per_message": round(1e6 * cpu / max(summary["written"], 1), 1)}
+            print(f"imported: {json.dumps(record['import'])}", file=sys.stderr)
+        record["store_file_bytes"] = os.path.getsize(os.path.join(store, "data.mdb"))
+        if not args.no_rerun and not args.measure_only:
+            seconds, _, again = timed_import(store, folder, args.batch)
+            record["rerun"] = {"seconds": round(seconds, 2), "written": again["written"],
+                               "already_present": again["already_present"]}
+            record["replay"] = replay_rate(store)
+        record["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        if args.serve:
+            record["serve"] = serve_startup(store, parent)
+        if args.search:
+            record["search_unfiltered"] = search(store, questions)
+    print(table(record))
+    print(json.dumps(record, sort_keys=True))
+    return 0
+
+
+def table(record: dict) -> str:
+    lines = [f"store file {record['store_file_bytes'] / 1e6:,.1f} MB; peak RSS {record['peak_rss_mb']} MB"]
+    if "import" in record:
+        imp = record["import"]
+        lines.insert(0, f"import {imp['written']:,} messages: {imp['seconds']} s, {imp['messages_per_s']:,} "
+                        f"messages/s (batch {record['batch']:,}; {imp['cpu_us_per_message']} µs CPU a message)")
+    if "rerun" in record:
+        lines.append(f"re-run (all present): {record['rerun']['seconds']} s, wrote {record['rerun']['written']}")
+        lines.append(f"replay of the store built: {record['replay']['seconds']} s, "
+                     f"{record['replay']['events_per_s']:,} events/s "
+                     f"({record['replay']['cpu_us_per_event']} µs CPU an event)")
+    if "serve" in record:
+        lines.append(f"convmem serve: first answer after {record['serve']['best_first_health_s']} s (best of 3)")
+    if "search_unfiltered" in record:
+        s = record["search_unfiltered"]
+        lines.append(f"search ({s['queries']} queries): p50 {s['p50_ms']} ms, p95 {s['p95_ms']} ms")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
