@@ -14,11 +14,17 @@ noisy-OR with weight ``WEIGHT``:
     score = 1 − (1 − own) · (1 − WEIGHT · s_ctx)
 
 It only raises the score of a message that matched in one of its own fields
-(content, summary, tags) — it never admits one — and is computed at query time
-for the best ``POOL`` candidates by their own score, from the content posting
-lists the query reads anyway, the session's ``facets`` list (its docnos in
-order), the pending records and the ``docs`` rows (content sizes).  Nothing
-is stored for it, so writes, replay and the store's size do not change.
+(content, summary, tags) — it never admits one.  It re-ranks: the messages
+scored are the best ``max(limit, POOL)`` by their own score and every message
+with an own match in one of their windows (the short reply beside a strong
+match — on the LoCoMo development set this finds what scoring every
+candidate finds).  A message's score does not depend on which others were
+scored; which messages are scored does depend on the filter.  Everything is
+read at query time from what the index keeps anyway — the content posting
+lists (random access), the session's ``facets`` list (its docnos in write
+order), the pending records and the ``docs`` rows (content sizes) — so
+writes, replay, compaction and the store's size do not change, and an update
+or delete changes every window it touches by construction.
 
 Statistics: a window's idf uses ``df_ctx = min(N, df · W)`` — a term in
 ``df`` messages is in about ``W`` windows each, ``W`` the average window size
@@ -42,8 +48,7 @@ from .index.layout import docno_of
 WINDOW = 2          # messages on each side
 WEIGHT = 0.8        # of the context score in the noisy-OR
 K1, B = 0.9, 0.4
-POOL = 200           # candidates (by own score) that get a context score
-MAP_MAX = 50_000    # a term in at most this many documents is read whole into a map; else probed
+POOL = 15           # best candidates by own score: they and their windows' messages get a context score
 
 
 class ContentList(Protocol):
@@ -53,8 +58,6 @@ class ContentList(Protocol):
     df_all: int
 
     def probe(self, docno: int) -> tuple[int, int] | None: ...
-
-    def tf_map(self) -> dict[int, int]: ...
 
 
 class ContextScorer:
@@ -79,7 +82,6 @@ class ContextScorer:
         self._rows: dict[int, tuple[int, bytes]] = {}
         self._cur = tx.txn.cursor(db=tx.db(FACETS))
         self._tf_cache: dict[int, tuple[int, ...] | None] = {}
-        self._maps: list[dict[int, int] | None] = [None] * len(lists)
 
     def __enter__(self) -> ContextScorer:
         return self
@@ -87,24 +89,27 @@ class ContextScorer:
     def __exit__(self, *exc: object) -> None:
         self._cur.close()
 
-    def scores(self, docnos: list[int]) -> dict[int, float]:
-        """The context score of each of ``docnos``."""
-        if not self.lists:
-            return dict.fromkeys(docnos, 0.0)
+    def windows(self, docnos: list[int]) -> dict[int, list[int]]:
+        """Each of ``docnos``'s window: itself and its neighbours, in order."""
         by_session: dict[bytes, list[int]] = {}
         for d in docnos:
             by_session.setdefault(self._row(d)[1], []).append(d)
-        out: dict[int, float] = {}
+        out: dict[int, list[int]] = {}
         for key, group in by_session.items():
             order = self._session_order(key, len(group))
             for d in group:
                 if order is not None:
                     i = bisect_left(order, d)
-                    window = order[max(0, i - WINDOW):i + WINDOW + 1]
+                    out[d] = order[max(0, i - WINDOW):i + WINDOW + 1]
                 else:
-                    window = [d, *self._neighbours(d, key)]
-                out[d] = self._window_score(window)
+                    out[d] = sorted([d, *self._neighbours(d, key)])
         return out
+
+    def scores(self, docnos: list[int]) -> dict[int, float]:
+        """The context score of each of ``docnos``."""
+        if not self.lists:
+            return dict.fromkeys(docnos, 0.0)
+        return {d: self._window_score(window) for d, window in self.windows(docnos).items()}
 
     def score(self, docno: int) -> float:
         """The context score of ``docno`` (0 when no query term is in its window)."""
@@ -142,17 +147,13 @@ class ContextScorer:
         if p is not None:
             tfs = tuple(p.tfs[0].get(lst.term, 0) for lst in self.lists)
         else:
-            tfs = tuple(self._tf(i, lst, docno) for i, lst in enumerate(self.lists))
+            tfs = tuple(self._tf(lst, docno) for lst in self.lists)
         out = tfs if any(tfs) else None
         self._tf_cache[docno] = out
         return out
 
-    def _tf(self, i: int, lst: ContentList, docno: int) -> int:
-        found = self._maps[i]
-        if found is None:
-            found = self._maps[i] = lst.tf_map() if lst.df_all <= MAP_MAX else {}
-        if found or lst.df_all <= MAP_MAX:
-            return found.get(docno, 0)
+    @staticmethod
+    def _tf(lst: ContentList, docno: int) -> int:
         hit = lst.probe(docno)
         return hit[0] if hit else 0
 

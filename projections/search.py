@@ -131,13 +131,15 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
         only = sorted(allowed)
         for lst in lists:
             _read(lst, acc, fl.passes if fl.checks else None, trace, only)
-        candidates = acc.docs()
+        candidates, keep = acc.docs(), None
+        rest: list[_List] = []
     else:
         trace.path = "top-k"
         keep = fl.passes if fl.checks or fl.allowed is not None else None
-        candidates = _top_k(lists, acc, keep, pool, done, trace, prune)
+        candidates, rest = _top_k(lists, acc, keep, pool, done, trace, prune)
     if context:
-        return _rank_in_context(tx, acc, candidates, fl, limit, lists, pend, st)
+        completed = _Completion(acc, rest, keep, done.union(candidates), trace)
+        return _rank_in_context(tx, acc, candidates, completed, fl, limit, lists, pend, st)
     return _rank(acc, candidates, fl, limit)
 
 
@@ -174,14 +176,6 @@ class _List:
         """Every (docno, tf, length), in document order."""
         for i in range(len(self.chunks)):
             yield from zip(*self.chunk(i))
-
-    def tf_map(self) -> dict[int, int]:
-        """docno → tf of every merged posting."""
-        out: dict[int, int] = {}
-        for i in range(len(self.chunks)):
-            docnos, tfs, _ = self.chunk(i)
-            out.update(zip(docnos, tfs))
-        return out
 
     def probe(self, docno: int) -> tuple[int, int] | None:
         """(tf, length) of ``docno`` in this list, if it is there."""
@@ -251,6 +245,15 @@ class _Accumulator:
     def bound(self, docno: int, extra: list[float]) -> float:
         return combine(field_score(s.get(docno, 0.0) + e) for s, e in zip(self.sums, extra))
 
+    def best(self, docnos: list[int], k: int) -> list[int]:
+        """The ``k`` of ``docnos`` with the highest scores, the newer first
+        among equal ones (compared rounded: the order sums were added in
+        must not matter)."""
+        if self.single():              # the score grows with the content sum
+            sums = self.sums[0]
+            return heapq.nlargest(k, docnos, key=lambda d: (round(sums.get(d, 0.0), 9), d))
+        return heapq.nlargest(k, docnos, key=lambda d: (round(self.score(d), 9), d))
+
     def kth(self, k: int) -> float:
         """The k-th best score so far (a lower bound of the final k-th)."""
         if self.single():
@@ -319,16 +322,17 @@ def _read(lst: _List, acc: _Accumulator, keep, trace: Trace, only: list[int] | N
 
 
 def _top_k(lists: list[_List], acc: _Accumulator, keep, k: int, done: set[int],
-           trace: Trace, prune: bool) -> list[int]:
+           trace: Trace, prune: bool) -> tuple[list[int], list[_List]]:
     """Read lists whole while an unseen document could still make the top k;
-    then complete, from the lists left, the candidates that still could."""
+    then complete, from the lists left, the candidates that still could.
+    Those candidates, and the lists that were not read whole."""
     order = sorted(lists, key=lambda lst: -lst.weight)
     theta = acc.kth(k)
     while order and (not prune or _bound(order) >= theta - EPS):
         _read(order.pop(0), acc, keep, trace)
         theta = acc.kth(k)
     if not order:
-        return acc.docs()
+        return acc.docs(), []
     extra = _weights(order)
     if acc.single():                   # the score is the capped content sum: compare sums
         floor = theta - EPS - extra[0]
@@ -338,7 +342,26 @@ def _top_k(lists: list[_List], acc: _Accumulator, keep, k: int, done: set[int],
     probe = [d for d in need if d not in done]
     for lst in order:
         _read(lst, acc, keep, trace, probe)
-    return need
+    return need, order
+
+
+@dataclass
+class _Completion:
+    """Completes the own-field sums of documents outside the candidates: their
+    postings in the lists that were not read whole (the others are summed)."""
+
+    acc: _Accumulator
+    rest: list[_List]
+    keep: object
+    complete: set[int]
+    trace: Trace
+
+    def own(self, docnos: list[int]) -> None:
+        todo = sorted(d for d in docnos if d not in self.complete)
+        if todo:
+            for lst in self.rest:
+                _read(lst, self.acc, self.keep, self.trace, todo)
+            self.complete.update(todo)
 
 
 def _weights(lists: list[_List]) -> list[float]:
@@ -383,17 +406,25 @@ def _take(ordered, acc: _Accumulator, fl: FacetFilter, limit: int) -> tuple[list
     return hits, False
 
 
-def _rank_in_context(tx: Tx, acc: _Accumulator, candidates: list[int], fl: FacetFilter, limit: int,
-                     lists: list[_List], pend: list, st: dict[str, int]) -> list[Hit]:
-    """The best ``limit`` candidates once the best ``POOL`` by their own
-    score are raised by their context (:mod:`projections.context`); ties as in :func:`_rank`."""
-    own = heapq.nlargest(max(limit, POOL), ((acc.score(d), d) for d in candidates))
+def _rank_in_context(tx: Tx, acc: _Accumulator, candidates: list[int], completion: _Completion, fl: FacetFilter,
+                     limit: int, lists: list[_List], pend: list, st: dict[str, int]) -> list[Hit]:
+    """The best ``limit`` messages once raised by their context
+    (:mod:`projections.context`), among the best ``max(limit, POOL)``
+    candidates by their own score and every message with an own match in one
+    of their windows (a short reply beside a strong match); ties as in :func:`_rank`."""
+    best = acc.best(candidates, max(limit, POOL))
     content = [lst for lst in lists if lst.field == 0]
     with ContextScorer(tx, content, [lst.q for lst in content], pend, st["active"],
                        session_index.count(tx), st["body_bytes"]) as scorer:
-        ctx = scorer.scores([d for _, d in own])
-        boosted = sorted(((_reported(1.0 - (1.0 - s) * (1.0 - CONTEXT_WEIGHT * ctx[d])), d)
-                          for s, d in own), reverse=True)
+        pool = set(best)
+        near = {n for window in scorer.windows(best).values() for n in window}
+        near.difference_update(pool)
+        if near:
+            completion.own(list(near))
+            pool.update(d for d in near if acc.score(d) > 0)
+        ctx = scorer.scores(sorted(pool))
+        boosted = sorted(((_reported(1.0 - (1.0 - acc.score(d)) * (1.0 - CONTEXT_WEIGHT * ctx[d])), d)
+                          for d in pool), reverse=True)
     if len(boosted) > limit:
         cut = boosted[limit - 1][0]
         boosted = [b for b in boosted if b[0] >= cut]           # ties settled below

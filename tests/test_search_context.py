@@ -3,6 +3,8 @@ turn that matches the query in its own fields is ever returned."""
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from strategies import open_service, write
 
 from projections import search
@@ -66,3 +68,45 @@ def test_context_scores_do_not_depend_on_whether_neighbours_are_merged(tmp_path)
         finally:
             svc.close()
     assert runs[0] == runs[1] == runs[2]
+
+
+# -------------------------------------------------- one definition, any history
+WORDS = ("alpha", "beta", "gamma", "delta", "support", "group", "caroline", "yesterday")
+QUERIES = ("alpha", "support group", "caroline yesterday gamma", "beta delta alpha")
+ops = st.lists(st.one_of(
+    st.tuples(st.just("write"), st.sampled_from("abc"), st.lists(st.sampled_from(WORDS), min_size=1, max_size=5)),
+    st.tuples(st.just("update"), st.integers(0, 50), st.lists(st.sampled_from(WORDS), min_size=1, max_size=5)),
+    st.tuples(st.just("delete"), st.integers(0, 50), st.just([]))), min_size=1, max_size=30)
+
+
+def ranking(svc, query: str) -> list[tuple[str, float]]:
+    return [(r["message_id"], r["score"]) for r in svc.search(query, Filters(), 0, 50)["results"]]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(history=ops, merge_at=st.sampled_from([1, 2, 5, 10**6]))
+def test_scores_depend_on_the_live_messages_only_not_on_their_history(tmp_path_factory, history, merge_at):
+    """Updates and deletes recompute every context they touch: a store that went
+    through ``history`` ranks exactly like one holding only its live messages,
+    written afresh in the same order — and like itself compacted."""
+    root = tmp_path_factory.mktemp("ctx")
+    svc = open_service(str(root / "lived"), index_config=IndexConfig(merge_at=merge_at))
+    fresh = open_service(str(root / "fresh"))
+    try:
+        written: list[str] = []          # the live ones
+        for op, arg, words in history:
+            if op == "write":
+                written.append(write(svc, " ".join(words), f"s{arg}"))
+            elif written and op == "update":
+                svc.update_message(written[arg % len(written)], " ".join(words), {}, None)
+            elif written:
+                svc.delete_message(written.pop(arg % len(written)), None)
+        with svc.snapshot() as (_, live):
+            fresh.restore_messages(list(live))
+        before = {q: ranking(svc, q) for q in QUERIES}
+        assert before == {q: ranking(fresh, q) for q in QUERIES}
+        svc.rebuild()
+        assert before == {q: ranking(svc, q) for q in QUERIES}
+    finally:
+        svc.close()
+        fresh.close()
