@@ -38,7 +38,10 @@ from dataclasses import dataclass
 
 from eventstore.store import Tx
 
+from . import sessions as session_index
 from . import stats
+from .context import POOL, ContextScorer
+from .context import WEIGHT as CONTEXT_WEIGHT
 from .index import EXACT, FIELDS, POSTINGS, Doc, FacetFilter, chunk_count, decode_chunk, exact_key, list_prefix, pending
 from .tokens import query_terms
 
@@ -83,6 +86,7 @@ class Hit:
     doc: Doc
     score: float
     breakdown: dict[str, float] = dataclasses.field(default_factory=dict)
+    docno: int = 0
 
 
 def idf(n_docs: int, df: int) -> float:
@@ -103,10 +107,12 @@ def combine(scores) -> float:
 
 
 def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = None,
-           prune: bool = True) -> list[Hit]:
+           prune: bool = True, context: bool = True) -> list[Hit]:
     """The best ``limit`` live messages for ``query`` under ``flt``.
-    ``prune=False`` reads every list whole (the same result, slower: for tests)."""
+    ``prune=False`` reads every list whole (the same result, slower: for
+    tests); ``context=False`` ranks by the own fields alone (for comparisons)."""
     trace = trace if trace is not None else Trace()
+    pool = max(limit, POOL) if context else limit
     st = stats.read(tx)
     fl = FacetFilter(tx, flt, st["active"])
     pend = pending(tx)
@@ -125,11 +131,15 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
         only = sorted(allowed)
         for lst in lists:
             _read(lst, acc, fl.passes if fl.checks else None, trace, only)
-        candidates = acc.docs()
+        candidates, keep = acc.docs(), None
+        rest: list[_List] = []
     else:
         trace.path = "top-k"
         keep = fl.passes if fl.checks or fl.allowed is not None else None
-        candidates = _top_k(lists, acc, keep, limit, done, trace, prune)
+        candidates, rest = _top_k(lists, acc, keep, pool, done, trace, prune)
+    if context:
+        completed = _Completion(acc, rest, keep, done.union(candidates), trace)
+        return _rank_in_context(tx, acc, candidates, completed, fl, limit, lists, pend, st)
     return _rank(acc, candidates, fl, limit)
 
 
@@ -145,6 +155,8 @@ class _List:
     avg: float
     keys: list[bytes]      # of the chunks, in order
     chunks: list[bytes]
+    df_all: int = 0        # postings, pending documents included
+    q: float = 1.0         # the term's query weight
     decoded: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -191,9 +203,9 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: list) -> l
                 w = q * idf(n, df_all)
                 total += w
                 if df_all:
-                    found.append((term, w, df, keys, chunks))
-            lists.extend(_List(f, term, w / total, df, avg, keys, chunks)
-                         for term, w, df, keys, chunks in found)
+                    found.append((term, w, df, keys, chunks, df_all, q))
+            lists.extend(_List(f, term, w / total, df, avg, keys, chunks, df_all, q)
+                         for term, w, df, keys, chunks, df_all, q in found)
     return lists
 
 
@@ -232,6 +244,15 @@ class _Accumulator:
 
     def bound(self, docno: int, extra: list[float]) -> float:
         return combine(field_score(s.get(docno, 0.0) + e) for s, e in zip(self.sums, extra))
+
+    def best(self, docnos: list[int], k: int) -> list[int]:
+        """The ``k`` of ``docnos`` with the highest scores, the newer first
+        among equal ones (compared rounded: the order sums were added in
+        must not matter)."""
+        if self.single():              # the score grows with the content sum
+            sums = self.sums[0]
+            return heapq.nlargest(k, docnos, key=lambda d: (round(sums.get(d, 0.0), 9), d))
+        return heapq.nlargest(k, docnos, key=lambda d: (round(self.score(d), 9), d))
 
     def kth(self, k: int) -> float:
         """The k-th best score so far (a lower bound of the final k-th)."""
@@ -301,16 +322,17 @@ def _read(lst: _List, acc: _Accumulator, keep, trace: Trace, only: list[int] | N
 
 
 def _top_k(lists: list[_List], acc: _Accumulator, keep, k: int, done: set[int],
-           trace: Trace, prune: bool) -> list[int]:
+           trace: Trace, prune: bool) -> tuple[list[int], list[_List]]:
     """Read lists whole while an unseen document could still make the top k;
-    then complete, from the lists left, the candidates that still could."""
+    then complete, from the lists left, the candidates that still could.
+    Those candidates, and the lists that were not read whole."""
     order = sorted(lists, key=lambda lst: -lst.weight)
     theta = acc.kth(k)
     while order and (not prune or _bound(order) >= theta - EPS):
         _read(order.pop(0), acc, keep, trace)
         theta = acc.kth(k)
     if not order:
-        return acc.docs()
+        return acc.docs(), []
     extra = _weights(order)
     if acc.single():                   # the score is the capped content sum: compare sums
         floor = theta - EPS - extra[0]
@@ -320,7 +342,26 @@ def _top_k(lists: list[_List], acc: _Accumulator, keep, k: int, done: set[int],
     probe = [d for d in need if d not in done]
     for lst in order:
         _read(lst, acc, keep, trace, probe)
-    return need
+    return need, order
+
+
+@dataclass
+class _Completion:
+    """Completes the own-field sums of documents outside the candidates: their
+    postings in the lists that were not read whole (the others are summed)."""
+
+    acc: _Accumulator
+    rest: list[_List]
+    keep: object
+    complete: set[int]
+    trace: Trace
+
+    def own(self, docnos: list[int]) -> None:
+        todo = sorted(d for d in docnos if d not in self.complete)
+        if todo:
+            for lst in self.rest:
+                _read(lst, self.acc, self.keep, self.trace, todo)
+            self.complete.update(todo)
 
 
 def _weights(lists: list[_List]) -> list[float]:
@@ -361,8 +402,38 @@ def _take(ordered, acc: _Accumulator, fl: FacetFilter, limit: int) -> tuple[list
         if (doc := fl.doc(docno)) is None:     # every summed document passed the filter
             continue
         parts = {name: _reported(s) for name, s in zip(FIELDS, acc.fields(docno))}
-        hits.append(Hit(doc, score, parts))
+        hits.append(Hit(doc, score, parts, docno))
     return hits, False
+
+
+def _rank_in_context(tx: Tx, acc: _Accumulator, candidates: list[int], completion: _Completion, fl: FacetFilter,
+                     limit: int, lists: list[_List], pend: list, st: dict[str, int]) -> list[Hit]:
+    """The best ``limit`` messages once raised by their context
+    (:mod:`projections.context`), among the best ``max(limit, POOL)``
+    candidates by their own score and every message with an own match in one
+    of their windows (a short reply beside a strong match); ties as in :func:`_rank`."""
+    best = acc.best(candidates, max(limit, POOL))
+    content = [lst for lst in lists if lst.field == 0]
+    with ContextScorer(tx, content, [lst.q for lst in content], pend, st["active"],
+                       session_index.count(tx), st["body_bytes"]) as scorer:
+        pool = set(best)
+        near = {n for window in scorer.windows(best).values() for n in window}
+        near.difference_update(pool)
+        if near:
+            completion.own(list(near))
+            pool.update(d for d in near if acc.score(d) > 0)
+        ctx = scorer.scores(sorted(pool))
+        boosted = sorted(((_reported(1.0 - (1.0 - acc.score(d)) * (1.0 - CONTEXT_WEIGHT * ctx[d])), d)
+                          for d in pool), reverse=True)
+    if len(boosted) > limit:
+        cut = boosted[limit - 1][0]
+        boosted = [b for b in boosted if b[0] >= cut]           # ties settled below
+    hits = []
+    for score, docno in boosted:
+        if (doc := fl.doc(docno)) is not None:
+            hits.append(Hit(doc, score, {n: _reported(s) for n, s in zip(FIELDS, acc.fields(docno))}, docno))
+    hits.sort(key=lambda h: (h.score, h.doc.importance, h.doc.timestamp, h.doc.message_id), reverse=True)
+    return hits[:limit]
 
 
 def _reported(s: float) -> float:

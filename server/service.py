@@ -222,9 +222,11 @@ class MemoryService:
         return {"session_id": sid, "message_count": count, "kind_counts": dict(zip(KINDS, kinds)),
                 "representative_summary": summary, "started_at": started, "last_message_at": last}
 
-    def search(self, query: str, flt: search_index.Filters, context_size: int, limit: int) -> dict:
+    def search(self, query: str, flt: search_index.Filters, context_size: int, limit: int,
+               *, boost: bool = True) -> dict:
+        """``boost=False`` ranks by the own fields alone (for benchmarks)."""
         with self._read() as tx:
-            hits = search_index.search(tx, query, flt, limit)
+            hits = search_index.search(tx, query, flt, limit, context=boost)
             budget, results = render.Budget(), list[dict]()
             for hit in hits:
                 item = self._result(tx, hit)

@@ -54,9 +54,11 @@ def test_the_benchmark_runs_every_system_and_writes_its_record(tmp_path, capsys)
     out = tmp_path / "record.json"
     assert main(["--data", str(data), "--json", str(out)]) == 0
     record = json.loads(out.read_text(encoding="utf-8"))
-    assert set(record["results"]) == {"convmem", "fts5-trigram", "fts5-unicode61", "fts5-trigram-words"}
+    assert set(record["results"]) == {"convmem", "convmem-own", "fts5-trigram", "fts5-unicode61",
+                                      "fts5-trigram-words"}
     ours = record["results"]["convmem"]
     assert ours["locomo"]["recall@1"] == 1.0 and ours["locomo"]["questions"] == 3
+    assert {c: r["questions"] for c, r in ours["locomo"]["by_category"].items()} == {"1": 1, "2": 1, "4": 1}
     assert ours["jsquad"]["recall@1"] == 1.0
     printed = capsys.readouterr().out
     assert printed.splitlines()[0].startswith("system") and "convmem" in printed

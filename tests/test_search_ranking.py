@@ -109,7 +109,7 @@ def test_updated_text_is_found_and_the_old_text_is_not(service):
 
 
 # ---------------------------------------------------------------- scores
-def test_scores_are_in_zero_to_one_and_match_their_breakdown(service):
+def test_scores_are_in_zero_to_one_and_their_own_fields_bound_them(service):
     write(service, "kafka consumer lag alert", summary="kafka lag", tags=("kafka", "alerts"))
     write(service, "consumer group rebalanced", tags=("ops",))
     write(service, "lag in the kafka consumer again and again")
@@ -120,7 +120,8 @@ def test_scores_are_in_zero_to_one_and_match_their_breakdown(service):
         miss = 1.0
         for w, f in zip(WEIGHTS, ("content", "summary", "tags")):
             miss *= 1 - w * b[f]
-        assert r["score"] == pytest.approx(1 - miss, abs=1e-5)
+        own = 1 - miss        # the context may only raise it, never past 1 - (1 - own) * (1 - 0.8)
+        assert own - 1e-5 <= r["score"] <= 1 - (1 - own) * (1 - 0.8) + 1e-5
 
 
 def test_a_whole_field_equal_to_the_query_scores_one(service):

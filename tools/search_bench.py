@@ -21,6 +21,8 @@ Systems, each over the same texts and questions with a limit of 10:
 
 * ``convmem`` — :class:`server.service.MemoryService`, through its public
   ``write_message`` / ``search`` (durable writes, a fresh store per corpus);
+* ``convmem-own`` — the same, ranked by the own fields alone (no context
+  boost: ``search(..., boost=False)``), for comparison;
 * ``fts5-trigram`` and ``fts5-unicode61`` — an in-memory SQLite FTS5 table
   with that tokenizer, ranked by ``bm25()``; the query is an OR of the query's
   terms as that tokenizer sees them: the word tokens (``\\w+``, lower-cased)
@@ -52,7 +54,7 @@ from eventstore.events import Metadata
 
 LIMIT = 10
 KS = (1, 5, 10)
-SYSTEMS = ("convmem", "fts5-trigram", "fts5-unicode61", "fts5-trigram-words")
+SYSTEMS = ("convmem", "convmem-own", "fts5-trigram", "fts5-unicode61", "fts5-trigram-words")
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 _EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 _SESSION = re.compile(r"session_(\d+)")
@@ -67,6 +69,7 @@ class Corpus:
     name: str
     docs: list[tuple[str, str, str, str]] = field(default_factory=list)
     questions: list[tuple[str, list[str]]] = field(default_factory=list)
+    categories: list[int] = field(default_factory=list)     # LoCoMo: each question's category
 
 
 def clean_evidence(raw: Iterable[str], known: set[str]) -> list[str]:
@@ -109,6 +112,7 @@ def load_locomo(path: str) -> tuple[list[Corpus], dict[str, int]]:
                 counts["skipped_no_evidence"] += 1
                 continue
             corpus.questions.append((qa["question"], evidence))
+            corpus.categories.append(qa["category"])
             counts["questions"] += 1
         corpora.append(corpus)
     return corpora, counts
@@ -130,8 +134,9 @@ def load_jsquad(path: str) -> Corpus:
 class ConvMem:
     """Our search, through the public service API, on a fresh store."""
 
-    def __init__(self, docs: list[tuple[str, str, str, str]]) -> None:
+    def __init__(self, docs: list[tuple[str, str, str, str]], boost: bool = True) -> None:
         from server.service import MemoryService
+        self.boost = boost
         self._dir = tempfile.TemporaryDirectory(prefix="convmem-bench-")
         self.service = MemoryService(os.path.join(self._dir.name, "store"))
         self.keys: dict[str, str] = {}
@@ -141,7 +146,7 @@ class ConvMem:
 
     def search(self, query: str) -> list[str]:
         from projections.search import Filters
-        results = self.service.search(query, Filters(), 0, LIMIT)["results"]
+        results = self.service.search(query, Filters(), 0, LIMIT, boost=self.boost)["results"]
         return [self.keys[r["message_id"]] for r in results]
 
     def close(self) -> None:
@@ -182,8 +187,8 @@ class Fts5:
 
 
 def make_system(name: str, docs) -> ConvMem | Fts5:
-    if name == "convmem":
-        return ConvMem(docs)
+    if name in ("convmem", "convmem-own"):
+        return ConvMem(docs, boost=name == "convmem")
     tokenizer = "unicode61" if name == "fts5-unicode61" else "trigram"
     return Fts5(docs, tokenizer, trigrams=name == "fts5-trigram")
 
@@ -212,19 +217,29 @@ class Score:
 
 
 def evaluate(corpora: list[Corpus], systems: list[str], progress: Callable[[str], None]) -> dict[str, dict]:
+    """Per system its scores, and (when the questions have categories) its
+    scores per category under ``by_category``."""
     scores = {s: Score() for s in systems}
+    by_category: dict[str, dict[int, Score]] = {s: {} for s in systems}
     for corpus in corpora:
         for name in systems:
             progress(f"{corpus.name}: {name} ({len(corpus.docs)} docs, {len(corpus.questions)} questions)")
             system = make_system(name, corpus.docs)
             try:
-                for question, relevant in corpus.questions:
+                for i, (question, relevant) in enumerate(corpus.questions):
                     start = time.perf_counter()
                     ranked = system.search(question)
-                    scores[name].add(ranked, relevant, time.perf_counter() - start)
+                    seconds = time.perf_counter() - start
+                    scores[name].add(ranked, relevant, seconds)
+                    if corpus.categories:
+                        by_category[name].setdefault(corpus.categories[i], Score()).add(ranked, relevant, seconds)
             finally:
                 system.close()
-    return {s: sc.result() for s, sc in scores.items()}
+    out = {s: sc.result() for s, sc in scores.items()}
+    for s, cats in by_category.items():
+        if cats:
+            out[s]["by_category"] = {str(c): cats[c].result() for c in sorted(cats)}
+    return out
 
 
 # ----------------------------------------------------------------- output
@@ -245,6 +260,15 @@ def table(results: dict[str, dict[str, dict]]) -> str:
                 cells.append(("-" if value is None else f"{value:.3f}" if m != "ms_per_query"
                               else f"{value:.2f}").rjust(len(h)))
         lines.append(system.ljust(width) + "  ".join(cells))
+    cats = sorted({c for by_ds in results.values() for c in by_ds.get("locomo", {}).get("by_category", {})})
+    if cats:
+        lines.append("")
+        lines.append("LoCoMo by category".ljust(width) + "  ".join(f"cat {c} r@10 / mrr".rjust(18) for c in cats))
+        for system, by_ds in results.items():
+            found = by_ds.get("locomo", {}).get("by_category", {})
+            lines.append(system.ljust(width) + "  ".join(
+                (f"{found[c]['recall@10']:.3f} / {found[c]['mrr@10']:.3f}" if c in found else "-").rjust(18)
+                for c in cats))
     return "\n".join(lines)
 
 

@@ -126,23 +126,23 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
             "mean_ms": round(statistics.fmean(ordered), 2)}
 
 
-def measure(service, questions: list[str], flt) -> dict[str, float]:
+def measure(service, questions: list[str], flt, boost: bool = True) -> dict[str, float]:
     timings = []
     for question in questions:
         start = time.perf_counter()
-        service.search(question, flt, 0, LIMIT)
+        service.search(question, flt, 0, LIMIT, boost=boost)
         timings.append(1000 * (time.perf_counter() - start))
     return _percentiles(timings)
 
 
-def work(service, questions: list[str]) -> dict[str, float]:
+def work(service, questions: list[str], boost: bool = True) -> dict[str, float]:
     """What evaluation did, per query on average (``projections.search.Trace``)."""
     from projections import search
     traces = []
     for question in questions:
         trace = search.Trace()
         with service.store.read() as tx:
-            search.search(tx, question, search.Filters(), LIMIT, trace)
+            search.search(tx, question, search.Filters(), LIMIT, trace, context=boost)
         traces.append(trace)
     n = len(traces)
     return {"lists": round(sum(t.lists for t in traces) / n, 1),
@@ -153,24 +153,24 @@ def work(service, questions: list[str]) -> dict[str, float]:
             "pending": round(sum(t.pending for t in traces) / n)}
 
 
-def run(path: str, data: str, total: int) -> dict:
+def run(path: str, data: str, total: int, boost: bool = True) -> dict:
     from projections.search import Filters
     from server.service import MemoryService
     _, questions = load(data)
-    record: dict = {"benchmark": "search_scale", "messages": total, "limit": LIMIT}
+    record: dict = {"benchmark": "search_scale", "messages": total, "limit": LIMIT, "context_boost": boost}
     service = MemoryService(path)
     try:
         record["active_messages"] = service.health()["active_messages"]
         record["rss_mb_opened"] = round(_rss_mb(), 1)
-        measure(service, questions, Filters())                       # warm-up
-        record["unfiltered"] = measure(service, questions, Filters())
+        measure(service, questions, Filters(), boost)                       # warm-up
+        record["unfiltered"] = measure(service, questions, Filters(), boost)
         session = f"conv-26-s1-c{max(0, total // 2760 - 1)}"
-        record["session_filter"] = measure(service, questions, Filters(session_id=session))
-        record["kinds_filter"] = measure(service, questions, Filters(kinds=frozenset(KINDS[:3])))
-        record["importance_filter"] = measure(service, questions, Filters(min_importance=90))
+        record["session_filter"] = measure(service, questions, Filters(session_id=session), boost)
+        record["kinds_filter"] = measure(service, questions, Filters(kinds=frozenset(KINDS[:3])), boost)
+        record["importance_filter"] = measure(service, questions, Filters(min_importance=90), boost)
         after, before = _middle_window(service, 0.01)
-        record["time_filter"] = measure(service, questions, Filters(after=after, before=before))
-        record["work"] = work(service, questions)
+        record["time_filter"] = measure(service, questions, Filters(after=after, before=before), boost)
+        record["work"] = work(service, questions, boost)
         record["rss_mb"] = round(_rss_mb(), 1)
         record["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     finally:
@@ -209,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=DEFAULT_DATA, help="directory with locomo-dev.json")
     parser.add_argument("--messages", type=int, default=100_000, help="messages in the store (default 100000)")
     parser.add_argument("--store", help="store directory to build (or reuse) and keep")
+    parser.add_argument("--no-context", action="store_true",
+                        help="rank by the own fields alone (no context boost), for comparison")
     args = parser.parse_args(argv)
     path = args.store or os.path.join(tempfile.mkdtemp(prefix="convmem-scale-"), "store")
     built = None
@@ -220,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             child.start()
             built = queue.get()
             child.join()
-        record = run(path, args.data, args.messages)
+        record = run(path, args.data, args.messages, boost=not args.no_context)
         record["build"] = built or "reused"
     finally:
         if not args.store:

@@ -1,0 +1,205 @@
+"""The context boost: a turn ranked with the turns around it.
+
+A conversation's turn means more than its own words: the answer to "when did
+Caroline go to the support group?" is often a short reply ("yesterday, it was
+great") whose neighbours carry the question's words.  Each candidate's
+*context* is its window — itself plus up to ``WINDOW`` earlier and
+``WINDOW`` later messages of its session, in write (docno) order — scored
+against the query with BM25 over the window's content: the sum of the
+window's term frequencies, normalized by the window's length in UTF-8 bytes
+against the average window (k1 ``K1``, b ``B``), each term weighted by an
+idf over windows.  The score ``s_ctx`` (below 1) joins the own fields'
+noisy-OR with weight ``WEIGHT``:
+
+    score = 1 − (1 − own) · (1 − WEIGHT · s_ctx)
+
+It only raises the score of a message that matched in one of its own fields
+(content, summary, tags) — it never admits one.  It re-ranks: the messages
+scored are the best ``max(limit, POOL)`` by their own score and every message
+with an own match in one of their windows (the short reply beside a strong
+match — on the LoCoMo development set this finds what scoring every
+candidate finds).  A message's score does not depend on which others were
+scored; which messages are scored does depend on the filter.  Everything is
+read at query time from what the index keeps anyway — the content posting
+lists (random access), the session's ``facets`` list (its docnos in write
+order), the pending records and the ``docs`` rows (content sizes) — so
+writes, replay, compaction and the store's size do not change, and an update
+or delete changes every window it touches by construction.
+
+Statistics: a window's idf uses ``df_ctx = min(N, df · W)`` — a term in
+``df`` messages is in about ``W`` windows each, ``W`` the average window size
+(``2·WINDOW + 1``, fewer when sessions are shorter) — and the average window
+length is ``W`` times the average content size.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Sequence
+from typing import Protocol
+
+from eventstore.transaction import Tx
+
+from .index import FACETS, Pending, docno_key
+from .index.docs import DOC_BYTES, DOC_SESSION, raw_doc
+from .index.layout import docno_of
+
+WINDOW = 2          # messages on each side
+WEIGHT = 0.8        # of the context score in the noisy-OR
+K1, B = 0.9, 0.4
+POOL = 15           # best candidates by own score: they and their windows' messages get a context score
+
+
+class ContentList(Protocol):
+    """A query term's content posting list (``projections.search._List``)."""
+
+    term: str
+    df_all: int
+
+    def probe(self, docno: int) -> tuple[int, int] | None: ...
+
+
+class ContextScorer:
+    def __init__(self, tx: Tx, lists: Sequence[ContentList], weights: Sequence[float], pend: list[Pending],
+                 n_docs: int, n_sessions: int, body_bytes: int) -> None:
+        """``lists`` are the query's terms in the content field, ``weights``
+        their query weights (repeats counted)."""
+        self.tx, self.lists = tx, lists
+        self.window = min(2.0 * WINDOW + 1, max(1.0, n_docs / max(n_sessions, 1)))
+        self.avg = max(self.window * body_bytes / max(n_docs, 1), 1.0)
+        idfs = [q * _idf(n_docs, min(n_docs, lst.df_all * self.window)) for lst, q in zip(lists, weights)]
+        total = sum(idfs)
+        self.term_weights = [w / total for w in idfs] if total > 0 else [0.0] * len(idfs)
+        self.pending = {p.docno: p for p in pend}
+        self._by_session: dict[bytes, list[int]] = {}
+        for p in pend:
+            for key in p.facets:
+                if key[:1] == b"s":
+                    self._by_session.setdefault(key, []).append(p.docno)
+        for docnos in self._by_session.values():
+            docnos.sort()
+        self._rows: dict[int, tuple[int, bytes]] = {}
+        self._cur = tx.txn.cursor(db=tx.db(FACETS))
+        self._tf_cache: dict[int, tuple[int, ...] | None] = {}
+
+    def __enter__(self) -> ContextScorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cur.close()
+
+    def windows(self, docnos: list[int]) -> dict[int, list[int]]:
+        """Each of ``docnos``'s window: itself and its neighbours, in order."""
+        by_session: dict[bytes, list[int]] = {}
+        for d in docnos:
+            by_session.setdefault(self._row(d)[1], []).append(d)
+        out: dict[int, list[int]] = {}
+        for key, group in by_session.items():
+            order = self._session_order(key, len(group))
+            for d in group:
+                if order is not None:
+                    i = bisect_left(order, d)
+                    out[d] = order[max(0, i - WINDOW):i + WINDOW + 1]
+                else:
+                    out[d] = sorted([d, *self._neighbours(d, key)])
+        return out
+
+    def scores(self, docnos: list[int]) -> dict[int, float]:
+        """The context score of each of ``docnos``."""
+        if not self.lists:
+            return dict.fromkeys(docnos, 0.0)
+        return {d: self._window_score(window) for d, window in self.windows(docnos).items()}
+
+    def score(self, docno: int) -> float:
+        """The context score of ``docno`` (0 when no query term is in its window)."""
+        return self.scores([docno])[docno]
+
+    def _window_score(self, window: list[int]) -> float:
+        found = [v for v in map(self._tfs, window) if v is not None]
+        if not found:
+            return 0.0
+        length = sum(self._row(d)[0] for d in window)
+        norm = K1 * (1 - B + B * length / self.avg)
+        total = 0.0
+        for w, tf in zip(self.term_weights, map(sum, zip(*found))):
+            if tf:
+                total += w * tf / (tf + norm)
+        return total
+
+    def _session_order(self, key: bytes, wanted: int) -> list[int] | None:
+        """Every docno of a session in order, pending ones included — when the
+        session is small against the candidates in it (else None: each
+        candidate's neighbours are looked up on their own)."""
+        cur = self._cur
+        n = cur.count() if cur.set_key(key) else 0
+        if n > 8 * wanted + 32:
+            return None
+        merged = [docno_of(v) for v in cur.iternext_dup(keys=False)] if n else []
+        pend = self._by_session.get(key)
+        return sorted(merged + pend) if pend else merged
+
+    def _tfs(self, docno: int) -> tuple[int, ...] | None:
+        """The query terms' frequencies in a document's content (None: none of them)."""
+        if docno in self._tf_cache:
+            return self._tf_cache[docno]
+        p = self.pending.get(docno)
+        if p is not None:
+            tfs = tuple(p.tfs[0].get(lst.term, 0) for lst in self.lists)
+        else:
+            tfs = tuple(self._tf(lst, docno) for lst in self.lists)
+        out = tfs if any(tfs) else None
+        self._tf_cache[docno] = out
+        return out
+
+    @staticmethod
+    def _tf(lst: ContentList, docno: int) -> int:
+        hit = lst.probe(docno)
+        return hit[0] if hit else 0
+
+    def _size(self, docno: int) -> int:
+        return self._row(docno)[0]
+
+    def _row(self, docno: int) -> tuple[int, bytes]:
+        """(content size, session facet key) of a document, from its ``docs`` row."""
+        row = self._rows.get(docno)
+        if row is None:
+            raw = raw_doc(self.tx, docno)
+            row = self._rows[docno] = ((0, b"") if raw is None else
+                                       (int.from_bytes(raw[DOC_BYTES:DOC_BYTES + 4], "big"), b"s" + raw[DOC_SESSION:]))
+        return row
+
+    def _neighbours(self, docno: int, key: bytes) -> list[int]:
+        """Up to ``WINDOW`` docnos of the session before ``docno`` and after it."""
+        before, after = self._merged(docno, key)
+        pend = self._by_session.get(key, [])
+        i = bisect_left(pend, docno)
+        before = sorted([*before, *pend[max(0, i - WINDOW):i]])[-WINDOW:]
+        j = i + 1 if i < len(pend) and pend[i] == docno else i
+        after = sorted([*after, *pend[j:j + WINDOW]])[:WINDOW]
+        return before + after
+
+    def _merged(self, docno: int, key: bytes) -> tuple[list[int], list[int]]:
+        """The merged neighbours, from the session's facet list (in docno order)."""
+        before: list[int] = []
+        after: list[int] = []
+        cur, dk = self._cur, docno_key(docno)
+        if not cur.set_range_dup(key, dk):
+            if cur.set_key(key) and cur.last_dup():       # every merged one is earlier
+                before.append(docno_of(cur.value()))
+                while len(before) < WINDOW and cur.prev_dup():
+                    before.append(docno_of(cur.value()))
+            return before[::-1], after
+        mark = cur.value()
+        if mark != dk:
+            after.append(docno_of(mark))
+        while len(after) < WINDOW and cur.next_dup():
+            after.append(docno_of(cur.value()))
+        cur.set_key_dup(key, mark)
+        while len(before) < WINDOW and cur.prev_dup():
+            before.append(docno_of(cur.value()))
+        return before[::-1], after
+
+
+def _idf(n_docs: int, df: float) -> float:
+    return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
