@@ -66,19 +66,23 @@ def error_result(code: str, message: str) -> types.CallToolResult:
 
 
 def settle_heap() -> None:
-    """Once, after start-up: collect, then move every object alive (modules, the SDK's
-    pydantic models and schemas, the open store) to the collector's permanent generation.
+    """Once, when a serving process starts: collect, move every object alive (modules,
+    the SDK's pydantic models and schemas) to the collector's permanent generation,
+    and turn the collector back on (``convmem serve`` turns it off while importing).
 
     Python's cyclic collector walks every tracked object in a full (generation 2)
-    collection; the ~90,000 objects the imports leave made each one a 20–100 ms
+    collection; the ~91,000 objects the imports leave made each one a 20–100 ms
     pause in the middle of a request — the server's largest latency stalls.
     Frozen objects are never walked again; what requests allocate is still
     collected as before, and the objects alive do not grow with the number of
-    requests (measured: docs/benchmarks.md), so nothing unbounded is pinned.
+    requests (~800 tracked objects besides the frozen ones after 3,000 writes),
+    so nothing unbounded is pinned.  It runs before the store opens: a replay
+    at open (a large log) runs with the collector on.
     """
     start = time.perf_counter()
     gc.collect()
     gc.freeze()
+    gc.enable()
     log.debug("heap settled: %d objects frozen in %.1f ms", gc.get_freeze_count(),
               (time.perf_counter() - start) * 1000)
 
@@ -117,15 +121,18 @@ async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResu
     return _result(body)
 
 
-def build_server(store_path: str, **service_options) -> Server:
+def build_server(store_path: str, *, settle: bool = False, **service_options) -> Server:
+    """The MCP server; ``settle``: :func:`settle_heap` when it starts (a serving
+    process does; a test building servers in its own process does not)."""
     @contextlib.asynccontextmanager
     async def lifespan(_server: Server) -> AsyncIterator[AppState]:
+        if settle:
+            settle_heap()
         writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="convmem-writer")
         service, open_error = None, None
         try:
             service = await on_writer(writer, functools.partial(MemoryService, store_path, **service_options))
             log.info("store open at %s", store_path)
-            settle_heap()
         except ConvMemError as exc:
             open_error = exc
             log.error("cannot open the store at %s: %s", store_path, exc.message)
@@ -230,7 +237,7 @@ def _error(rid: str | int | None, code: int, message: str) -> types.JSONRPCError
 async def serve_stdio(store_path: str) -> str | None:
     """Serve until stdin ends or SIGINT/SIGTERM arrives; the signal's name, if one stopped it."""
     from mcp.server.stdio import stdio_server
-    server = build_server(store_path)
+    server = build_server(store_path, settle=True)
 
     async def run() -> None:
         with claimed_stdin() as fd:

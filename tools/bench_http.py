@@ -1,7 +1,7 @@
 """Benchmark ``convmem serve --http``: acknowledged durable writes through the
 SDK's HTTP client, 1 and 16 concurrent clients (each its own process).
 
-    python -m tools.bench_http [--seconds 10] [--clients 1,16] [--processes 1] [--store DIR]
+    python -m tools.bench_http [--seconds 10] [--clients 1,16] [--processes 1] [--starts N] [--store DIR]
 
 Reports per run: writes/s (acknowledged), latency p50/p95/max, server CPU per
 write (from /proc, summed over the server processes), and events per group
@@ -93,6 +93,39 @@ def _run(store: str, clients: int, seconds: float, processes: int = 1) -> dict:
             "load_avg": round(os.getloadavg()[0], 2)}
 
 
+def time_to_initialize(store: str) -> float:
+    """Milliseconds from spawning ``convmem serve --http 127.0.0.1:0`` to its answer to an
+    ``initialize`` request (the bound port is read from its stderr line)."""
+    import re
+
+    import httpx2
+    token = "bench-token-" + os.urandom(16).hex()
+    t0 = time.perf_counter()
+    proc = start([*python("-m", "server.cli", "--log-level", "WARNING", "serve", "--store", store, "--http",
+                          "127.0.0.1:0")], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.PIPE, text=True, env={"CONVMEM_TOKEN": token})
+    try:
+        for line in proc.stderr:
+            match = re.search(r"streamable HTTP at (\S+)", line)
+            if match:
+                break
+        else:
+            raise RuntimeError("the server did not start")
+        answer = httpx2.post(match.group(1), headers={"Authorization": f"Bearer {token}",
+                                                      "Accept": "application/json, text/event-stream"},
+                             json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                   "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                              "clientInfo": {"name": "bench", "version": "0"}}}, timeout=60)
+        elapsed = (time.perf_counter() - t0) * 1000
+        if answer.status_code != 200 or "result" not in answer.json():
+            raise RuntimeError(f"initialize answered {answer.status_code}")
+        return elapsed
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "--client":
@@ -102,10 +135,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.bench_http", description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--clients", default="1,16")
+    p.add_argument("--starts", type=int, default=0, help="also time start-up to an answered initialize N times")
     p.add_argument("--processes", type=int, default=1, help="server processes sharing the store (default 1)")
     p.add_argument("--store", default=None, help="store directory (default: a fresh temporary one per run)")
     opts = p.parse_args(args)
-    for n in (int(c) for c in opts.clients.split(",")):
+    if opts.starts:
+        with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
+            times = sorted(time_to_initialize(os.path.join(tmp, "store")) for _ in range(opts.starts))
+        print(json.dumps({"start_to_initialize_ms": [round(t) for t in times],
+                          "median_ms": round(statistics.median(times))}), flush=True)
+    for n in (int(c) for c in opts.clients.split(",") if c):
         with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
             print(json.dumps(_run(opts.store or os.path.join(tmp, "store"), n, opts.seconds, opts.processes)),
                   flush=True)
