@@ -1,8 +1,9 @@
 """The MCP server: low-level ``Server`` handlers that only translate.
 
 ``tools/list`` returns the seven specs of :mod:`server.tools`.  ``tools/call``
-runs the tool's handler in a worker thread — writes are gathered by the
-service's group committer into commits on its one writer thread — and wraps its JSON in one ``TextContent``.
+runs the tool's handler in a worker thread — a write alone at its moment
+commits there; concurrent ones are gathered by the service's group committer
+into commits on its writer thread — and wraps its JSON in one ``TextContent``.
 Application errors become ``isError`` results with the error body of
 docs/tools.md §Error codes; anything unexpected becomes ``INTERNAL_ERROR``
 with the traceback on stderr (so does an ``InternalError`` the store made of
@@ -71,7 +72,7 @@ def settle_heap() -> None:
     and turn the collector back on (``convmem serve`` turns it off while importing).
 
     Python's cyclic collector walks every tracked object in a full (generation 2)
-    collection; the ~91,000 objects the imports leave made each one a 20–100 ms
+    collection; the ~91,000 objects the imports leave made each one a 20–130 ms
     pause in the middle of a request — the server's largest latency stalls.
     Frozen objects are never walked again; what requests allocate is still
     collected as before, and the objects alive do not grow with the number of
@@ -107,8 +108,8 @@ async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResu
         return error_result(error.code, error.message)
     work = functools.partial(spec.call, state.service, arguments)
     try:
-        # writes too run on worker threads: the service's group committer gathers
-        # the concurrent ones into one commit on its writer thread
+        # writes too run on worker threads: a lone one commits there, and the service's
+        # group committer gathers concurrent ones into one commit on its writer thread
         body = await anyio.to_thread.run_sync(work)
     except InternalError as exc:         # a bug the store caught: its cause's traceback to stderr
         log.error("internal error in %s", name, exc_info=exc)
