@@ -133,9 +133,9 @@ def security(settings: HttpSettings) -> TransportSecuritySettings:
                                      allowed_origins=origins)
 
 
-def build_app(store_path: str, settings: HttpSettings, **service_options):
+def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False, **service_options):
     """The Starlette app: the SDK's streamable HTTP app around our server."""
-    server = build_server(store_path, **service_options)
+    server = build_server(store_path, settle=settle, **service_options)
     auth: dict = {}
     if settings.token is not None:
         # AuthSettings wants an issuer; there is none (a static token), so it names this server.
@@ -221,8 +221,9 @@ async def serve_http(store_path: str, settings: HttpSettings) -> None:
     logging.getLogger("mcp.server.streamable_http").addFilter(_QuietDisconnects())
     sock = bind(settings)
     guard = type("StallGuard", (_StallGuard,), {"read_timeout": settings.read_timeout})
-    config = uvicorn.Config(build_app(store_path, settings), http=guard, lifespan="on", log_config=None,
-                            access_log=False, server_header=False, timeout_keep_alive=KEEP_ALIVE,
+    # proxy_headers off: X-Forwarded-* from a client is not trusted (and is one middleware less per request)
+    config = uvicorn.Config(build_app(store_path, settings, settle=True), http=guard, lifespan="on", log_config=None,
+                            access_log=False, server_header=False, proxy_headers=False, timeout_keep_alive=KEEP_ALIVE,
                             limit_concurrency=MAX_CONNECTIONS, ssl_certfile=settings.certfile,
                             ssl_keyfile=settings.keyfile, timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)

@@ -146,13 +146,14 @@ def test_concurrent_writers_are_gathered_into_one_commit_each_answered_with_its_
         threads = [threading.Thread(target=writer, args=(i,)) for i in range(15)]
         for t in threads:
             t.start()
-        while service.committer._queue.qsize() < 15:     # all queued behind the blocked commit
+        while service.committer._pending < 16:     # all submitted: queued behind the blocked commit
             threading.Event().wait(0.001)
         gate.set()
         for t in [first, *threads]:
             t.join()
         assert results[-1] == "first"
         assert service.committer.groups == 2 and service.committer.commands == 16
+        assert service.committer.lone == 1        # the blocker, alone when it came, ran in its own thread
         for i in range(15):
             assert results[i]["content"] == f"message {i}"
         health = service.health()
@@ -189,5 +190,27 @@ def test_many_threads_updating_with_expected_revision_see_each_conflict_exactly_
         assert len(outcomes) == clients * 20
         assert final == 1 + outcomes.count("ok")
         assert service.health()["update_records"] == outcomes.count("ok")
+    finally:
+        service.close()
+
+
+def test_a_lone_writer_commits_in_its_own_thread_and_gets_its_own_error(tmp_path):
+    service = open_service(str(tmp_path / "s"))
+    try:
+        seen: list[threading.Thread] = []
+
+        def command(w: WriteTx):
+            seen.append(threading.current_thread())
+            return _write("a", "one")(w)
+        message_id = service.committer.submit(command)
+        with pytest.raises(NotFoundError):
+            service.committer.submit(_delete_newest("empty"))
+        assert seen == [threading.current_thread()]
+        assert (service.committer.lone, service.committer.groups) == (1, 1)
+        health = service.health()
+        assert health["active_messages"] == 1
+        assert (health["io"]["write_calls"], health["io"]["flush_calls"]) == (1, 1)
+        with service.store.read() as tx:
+            assert messages.get(tx, message_id) is not None
     finally:
         service.close()

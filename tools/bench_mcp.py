@@ -2,6 +2,7 @@
 
     python -m tools.bench_mcp                       the three measurements below
     python -m tools.bench_mcp --messages 2000 --starts 3 --json OUT
+    python -m tools.bench_mcp --http               the same over streamable HTTP
 
 Everything goes through a real ``convmem serve`` subprocess and the official
 SDK client (``mcp.Client`` + ``StdioServerParameters``), so each figure
@@ -9,7 +10,9 @@ includes JSON-RPC framing, the pipe, pydantic on both sides and the durable
 LMDB commit:
 
 * **write** — ``--writes`` sequential ``write_message`` calls (one in flight),
-  real LoCoMo chat turns as content; p50/p95 per call;
+  real LoCoMo chat turns as content; p50/p95/p99/max per call, and the
+  server's CPU time per write (/proc); the client freezes its own heap
+  first (``gc.freeze()``) so its own full collections do not count;
 * **search** — the store is filled to ``--messages`` turns (LoCoMo's 2,760
   turns, repeated under new session ids; the part not timed as writes is sent
   ``--fill-concurrency`` calls at a time), then every LoCoMo question is one
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import itertools
 import json
 import os
@@ -44,6 +48,7 @@ from tools import mcp_client
 from tools.search_bench import DEFAULT_DATA, load_locomo
 
 TARGETS = {"write_message": 2.0, "search_messages": 5.0, "start_legacy": 1000.0}
+HTTP_TARGETS = {"write_message": 3.0, "search_messages": 6.0, "start_http": 1000.0}     # issue 13
 
 
 def server_parameters(store: str) -> StdioServerParameters:
@@ -76,8 +81,25 @@ async def checked(client: Client, name: str, arguments: dict) -> dict:
     return body
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's children still running (the server)."""
+    total = 0.0
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/children") as f:
+            pids = f.read().split()
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 async def timed_calls(client: Client, name: str, argument_sets) -> list[float]:
-    """Milliseconds of each call, made one after another."""
+    """Milliseconds of each call, made one after another.  The client's own heap is
+    frozen first, so a full collection in the client is not counted as the server's."""
+    gc.collect()
+    gc.freeze()
     out = []
     for arguments in argument_sets:
         start = time.perf_counter()
@@ -113,17 +135,35 @@ def summary(samples: list[float]) -> dict:
 
     def pct(p: float) -> float:
         return round(ordered[min(len(ordered) - 1, max(0, int(p * len(ordered) + 0.5) - 1))], 3)
-    return {"n": len(ordered), "p50": pct(0.50), "p95": pct(0.95), "mean": round(statistics.fmean(ordered), 3),
-            "max": round(ordered[-1], 3)}
+    return {"n": len(ordered), "p50": pct(0.50), "p95": pct(0.95), "p99": pct(0.99),
+            "mean": round(statistics.fmean(ordered), 3), "max": round(ordered[-1], 3)}
 
 
-async def run(store: str, data: str, messages: int, writes: int, concurrency: int, starts: int) -> dict:
+@contextlib.asynccontextmanager
+async def _over_http(store: str):
+    """A client of ``convmem serve --http`` on ``store``, and the server's CPU seconds so far."""
+    from tools.bench_http import _cpu_seconds
+    with mcp_client.http_server(store, log_level="WARNING") as server:
+        async with mcp_client.connect_http(server.url, server.token) as client:
+            yield client, lambda: _cpu_seconds(server.pid)
+
+
+@contextlib.asynccontextmanager
+async def _over_stdio(store: str):
+    async with mcp_client.connect(server_parameters(store), mode="legacy") as client:
+        yield client, _children_cpu
+
+
+async def run(store: str, data: str, messages: int, writes: int, concurrency: int, starts: int,
+              http: bool = False) -> dict:
     argument_sets = turns(os.path.join(data, "locomo-dev.json"), messages)
     results: dict[str, dict] = {}
-    async with mcp_client.connect(server_parameters(store), mode="legacy") as client:
+    async with (_over_http if http else _over_stdio)(store) as (client, server_cpu):
         progress(f"write_message: {writes} sequential calls")
+        cpu0 = server_cpu()
         results["write_message"] = summary(await timed_calls(
             client, "write_message", itertools.islice(argument_sets, writes)))
+        results["write_message"]["server_cpu_ms"] = round((server_cpu() - cpu0) * 1000 / writes, 3)
         progress(f"filling to {messages} messages, {concurrency} calls in flight")
         await fill(client, argument_sets, concurrency)
         health = await checked(client, "get_system_health", {})
@@ -131,18 +171,25 @@ async def run(store: str, data: str, messages: int, writes: int, concurrency: in
         progress(f"search_messages: {len(qs)} LoCoMo questions over {health['active_messages']} messages")
         results["search_messages"] = summary(await timed_calls(
             client, "search_messages", ({"query": q, "limit": 10} for q in qs)))
-    for mode in ("legacy", "auto"):
+    if http:
+        from tools.bench_http import time_to_initialize
+        progress(f"start → initialize answered over HTTP: {starts} runs")
+        results["start_http"] = summary([time_to_initialize(store) for _ in range(starts)])
+    for mode in ("legacy", "auto") if not http else ():
         progress(f"start → tools/list ({mode}): {starts} runs")
         results[f"start_{mode}"] = summary([await time_to_tools(store, mode) for _ in range(starts)])
     return {"messages": health["active_messages"], "log_size": health["log_size"], "results": results}
 
 
-def table(record: dict) -> str:
-    rows = [f"{'measure':<18}{'n':>7}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}{'target p50':>12}"]
+def table(record: dict, targets: dict[str, float] = TARGETS) -> str:
+    rows = [f"{'measure':<18}{'n':>7}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}{'mean ms':>10}{'target p50':>12}"]
     for name, s in record["results"].items():
-        target = TARGETS.get(name)
+        target = targets.get(name)
         mark = "" if target is None else f"≤ {target:g} {'ok' if s['p50'] <= target else 'MISSED'}"
-        rows.append(f"{name:<18}{s['n']:>7}{s['p50']:>10.2f}{s['p95']:>10.2f}{s['mean']:>10.2f}  {mark}")
+        rows.append(f"{name:<18}{s['n']:>7}{s['p50']:>10.2f}{s['p95']:>10.2f}{s['max']:>10.2f}"
+                    f"{s['mean']:>10.2f}  {mark}")
+    if "server_cpu_ms" in record["results"].get("write_message", {}):
+        rows.append(f"(server CPU per sequential write: {record['results']['write_message']['server_cpu_ms']} ms)")
     rows.append(f"(store: {record['messages']} messages, events sub-database {record['log_size']} bytes; "
                 "start rows: median of the runs)")
     return "\n".join(rows)
@@ -157,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default=DEFAULT_DATA, help="directory holding locomo-dev.json")
     p.add_argument("--store", default=None, help="store directory to use (default: a fresh temporary one)")
     p.add_argument("--json", default=None, help="also write the JSON record to this file")
+    p.add_argument("--http", action="store_true", help="over streamable HTTP (convmem serve --http) instead of stdio")
     args = p.parse_args(argv)
     with contextlib.ExitStack() as stack:
         if args.store is None:
@@ -166,9 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             store = args.store
         record = anyio.run(run, store, args.data, max(args.messages, args.writes), args.writes,
-                           args.fill_concurrency, args.starts)
-    print(table(record))
-    line = json.dumps({"bench": "mcp_stdio", **record}, separators=(",", ":"))
+                           args.fill_concurrency, args.starts, args.http)
+    print(table(record, HTTP_TARGETS if args.http else TARGETS))
+    line = json.dumps({"bench": "mcp_http" if args.http else "mcp_stdio", **record}, separators=(",", ":"))
     print(line)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

@@ -4,6 +4,7 @@ over streamable HTTP with ``--http`` (docs/http.md)."""
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 
 from ._common import CommandError, check_usable, store_path
@@ -30,6 +31,16 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Start-up imports ~91,000 long-lived objects (the MCP SDK): no collections while they
+    # pile up; the server freezes them and turns the collector back on (app.settle_heap).
+    gc.disable()
+    try:
+        return _run(args)
+    finally:
+        gc.enable()
+
+
+def _run(args: argparse.Namespace) -> int:
     path = store_path(args)
     check_usable(path)
     if args.http is not None:
