@@ -212,7 +212,7 @@ def bind(settings: HttpSettings) -> socket.socket:
     return sock
 
 
-async def serve_http(store_path: str, settings: HttpSettings) -> None:
+async def serve_http(store_path: str, settings: HttpSettings, **service_options) -> None:
     import uvicorn
 
     check_bind(settings)
@@ -221,7 +221,8 @@ async def serve_http(store_path: str, settings: HttpSettings) -> None:
     logging.getLogger("mcp.server.streamable_http").addFilter(_QuietDisconnects())
     sock = bind(settings)
     guard = type("StallGuard", (_StallGuard,), {"read_timeout": settings.read_timeout})
-    config = uvicorn.Config(build_app(store_path, settings), http=guard, lifespan="on", log_config=None,
+    app = build_app(store_path, settings, **service_options)
+    config = uvicorn.Config(app, http=guard, lifespan="on", log_config=None,
                             access_log=False, server_header=False, timeout_keep_alive=KEEP_ALIVE,
                             limit_concurrency=MAX_CONNECTIONS, ssl_certfile=settings.certfile,
                             ssl_keyfile=settings.keyfile, timeout_graceful_shutdown=5)

@@ -1,0 +1,348 @@
+"""The writer of a replicated store: one thread applies the stream and runs the commands.
+
+Everything that writes the local store happens on this thread, in order:
+batches of other nodes' events (queued by the link's consumer) and the
+commands submitted by callers.  A command runs like this:
+
+1. the node is ready (connected, following the current generation);
+2. it runs in a local LMDB write transaction exactly as on one store, so
+   validation, ``NOT_FOUND`` and ``CONFLICT`` come from the local state;
+3. just before the commit, its events are published, each expecting the
+   stream's last sequence to be the one this node applied (a retry after a
+   timeout repeats the same ``Nats-Msg-Id`` and is de-duplicated);
+4. only if the stream acknowledged them is the transaction committed, with
+   the stream sequence reached in it; then the caller is answered.
+
+A publish refused because the stream moved on aborts the transaction; the
+node catches up and runs the command again against the new state (a stale
+``expected_revision`` then fails as ``CONFLICT``, as it would locally).  If
+the stream stays unreachable past :data:`WRITE_DEADLINE` the command fails
+with ``IO_ERROR``: not acknowledged (it may still have reached the stream, in
+which case this node applies it when it catches up, as any other event).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any
+
+from eventstore import codec
+from eventstore.errors import ConvMemError, CorruptStoreError, StoreIOError, ValidationError
+from eventstore.events import MessageWritten
+from eventstore.store import EventStore, Tx, WriteTx
+
+from . import Settings, layout
+from .apply import Position, apply_records, check_aligned, read_position, write_position
+from .layout import Control, Record
+from .link import Gone, Link, Refused, Unreachable
+
+log = logging.getLogger("convmem")
+
+Command = Callable[[WriteTx], object]
+LiveEvents = Callable[[Tx], tuple[int, Iterator[MessageWritten]]]
+WRITE_DEADLINE = 15.0        # seconds a write keeps trying (a leader election takes ~5-6 s)
+TICK = 0.2                   # seconds between two tries to get ready while idle
+APPLY_BATCH = 2000           # stream messages per local transaction when catching up
+PROGRESS_EVERY = 2.0         # seconds between two progress lines of a long catch-up
+_STOP = ("stop",)
+
+
+class ReplicatedCommitter:
+    def __init__(self, store: EventStore, settings: Settings, live: LiveEvents,
+                 exclusive: Callable[[], contextlib.AbstractContextManager]) -> None:
+        self.store = store
+        self.settings = settings
+        self.live = live
+        self.exclusive = exclusive
+        with store.read() as tx:
+            position, last = read_position(tx), store.last_sequence(tx)
+        if position is None and last:
+            raise ValidationError("--replicate: this store has events that are not in the stream; a replicated "
+                                  "node starts on an empty store (docs/replication.md)")
+        self.position = position or Position(0, 0)
+        self.sealed = position is not None and last == position.sequence - 1
+        self.sealed_by_me = False              # this node published the seal (it makes the next generation)
+        self.ready = False
+        self.stream_last = self.position.sequence
+        self.caught_up_at = time.time()
+        self._progress_at = 0.0
+        self._seen: set[str] = set()
+        self._changed = threading.Condition()
+        self._queue: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        self._deferred: collections.deque[tuple] = collections.deque()
+        self._closed = False
+        self._closing = threading.Lock()
+        self.link = Link(settings.servers, settings.stream, settings.replicas, self._on_records)
+        self._thread = threading.Thread(target=self._loop, name="convmem-writer", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------ callers
+    def submit(self, command: Command) -> object:
+        """Run ``command``, publish its events, commit; its result or its error raised here."""
+        return self._on_writer("command", command)
+
+    def run(self, job: Callable[[], object]) -> object:
+        """``job()`` on the writer thread (maintenance: the generation switch)."""
+        return self._on_writer("job", job)
+
+    def rebuild(self) -> dict[str, int]:
+        """``rebuild_index``: a new stream generation from the live messages (see :mod:`.generations`)."""
+        from .generations import rebuild
+        return self.run(lambda: rebuild(self))      # type: ignore[return-value]
+
+    def _on_writer(self, kind: str, fn: Callable) -> object:
+        future: Future = Future()
+        with self._closing:
+            if self._closed:
+                raise StoreIOError("the store is closed")
+            self._queue.put((kind, fn, future))
+        return future.result()
+
+    def close(self) -> None:
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_STOP)
+        self._thread.join()
+        self.link.close()
+
+    def sync(self, timeout: float = WRITE_DEADLINE) -> None:
+        """Wait until this node has applied everything the stream held when called."""
+        target = self.link.last_sequence(self.position.generation)
+        with self._changed:
+            if not self._changed.wait_for(lambda: self.position.sequence >= target or self.sealed, timeout):
+                raise Unreachable("reading: this node did not catch up with the stream in time")
+
+    def status(self) -> dict[str, Any]:
+        """Replication as health reports it (read from any thread)."""
+        position = self.position
+        lag = max(0, self.stream_last - position.sequence)
+        return {"stream": layout.stream(self.settings.stream, position.generation), "connected": self.link.connected,
+                "generation": position.generation, "applied_sequence": position.sequence,
+                "stream_sequence": max(self.stream_last, position.sequence), "lag_events": lag,
+                "lag_seconds": round(time.time() - self.caught_up_at, 3) if lag else 0.0}
+
+    # ------------------------------------------------------------ the loop
+    def _on_records(self, generation: int, records: list[Record]) -> None:
+        """From the link's thread: only queue them."""
+        if records:
+            self._queue.put(("records", generation, records))
+
+    def _next(self, timeout: float) -> tuple | None:
+        if self._deferred:
+            return self._deferred.popleft()
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def _loop(self) -> None:
+        while True:
+            item = self._next(TICK)
+            if item is _STOP:
+                return
+            try:
+                if not self.ready:
+                    self._try_ready()
+                if item is None:
+                    continue
+                if item[0] == "records":
+                    self._apply(item[1], item[2])
+                else:
+                    self._serve(item)
+            except ConvMemError as exc:
+                log.debug("replication: %s", exc.message)
+            except Exception:
+                log.exception("replication: unexpected error on the writer thread")
+
+    def _serve(self, item: tuple) -> None:
+        kind, fn, future = item
+        try:
+            result = self._run_command(fn) if kind == "command" else fn()
+        except BaseException as exc:          # never leave a caller waiting
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    def _pump(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for one item: records are applied, anything else waits its turn."""
+        item = self._queue_get(timeout)
+        if item is None:
+            return
+        if item[0] == "records":
+            self._apply(item[1], item[2])
+        else:
+            self._deferred.append(item)
+
+    def _queue_get(self, timeout: float) -> tuple | None:
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    # ------------------------------------------------------------ readiness
+    def _try_ready(self) -> None:
+        """Connected, on the current generation, following it: then ``ready``."""
+        if not self.link.connected:
+            return
+        control = self.link.control()
+        if self.position.generation == 0:                 # an empty store: follow the current generation
+            self.link.ensure(control.generation if control.generation == 1 else None)
+            self._set_position(Position(control.generation, 0))
+        elif self.position.generation < control.generation:
+            from .generations import adopt
+            adopt(self, control)
+        elif self.position.generation > control.generation:
+            raise Unreachable("the stream's control record is behind this store: is --stream the right name?")
+        elif self.sealed:
+            return                                        # the next generation is not ready yet
+        else:
+            self.link.ensure(control.generation if control.generation == 1 else None)
+        self.link.follow(self.position.generation, self.position.sequence + 1)
+        self.ready = True
+
+    def _set_position(self, position: Position) -> None:
+        self.store.maintain(lambda w: write_position(w, position), "storing the stream position")
+        self.position = position
+        self.stream_last = max(self.stream_last, position.sequence) if position.generation else 0
+
+    def _ready_for_write(self, deadline: float) -> None:
+        while not self.ready or self.sealed:
+            try:
+                self.ready = self.ready and not self.sealed
+                self._try_ready()
+            except (Unreachable, Gone):
+                pass
+            if self.ready and not self.sealed:
+                return
+            if time.monotonic() > deadline:
+                raise Unreachable("writing: the stream is unreachable or switching generations; "
+                                  "nothing was written")
+            self._pump(TICK)
+
+    # ------------------------------------------------------------ applying
+    def _apply(self, generation: int, records: list[Record]) -> None:
+        if not self.ready or generation != self.position.generation:
+            return                                        # from a generation this node left
+        records = [r for r in records if r.seq > self.position.sequence]
+        if not records:
+            return
+        if records[0].seq != self.position.sequence + 1:  # a gap: read again from where this node is
+            self.link.follow(generation, self.position.sequence + 1)
+            return
+        self.stream_last = max(self.stream_last, records[-1].seq + records[-1].pending)
+        for start in range(0, len(records), APPLY_BATCH):
+            applied = apply_records(self.store, self.position, self.sealed, records[start:start + APPLY_BATCH])
+            self._seen |= applied.ids
+            with self._changed:
+                self.position, self.sealed = applied.position, applied.sealed
+                self._changed.notify_all()
+        if self.position.sequence >= self.stream_last:
+            self.caught_up_at = time.time()
+        self._report_progress()
+        if self.sealed:
+            log.warning("replication: generation %d is sealed; waiting for the next one", generation)
+            self.ready = False
+
+    def _report_progress(self) -> None:
+        behind, now = self.stream_last - self.position.sequence, time.monotonic()
+        if behind and now - self._progress_at >= PROGRESS_EVERY:
+            self._progress_at = now
+            log.warning("replication: catching up: applied %d of %d", self.position.sequence, self.stream_last)
+        elif not behind and self._progress_at:
+            self._progress_at = 0.0
+            log.warning("replication: caught up at %d", self.position.sequence)
+
+    def _catch_up(self, deadline: float) -> None:
+        """Apply everything the stream holds now (or stop at its seal)."""
+        while True:
+            try:
+                target = self.link.last_sequence(self.position.generation)
+                break
+            except Gone:
+                self.ready = False                         # the generation went: the next _try_ready moves on
+                return
+            except Unreachable:
+                if time.monotonic() > deadline:
+                    raise
+                self._pump(TICK)
+        self.stream_last = max(self.stream_last, target)
+        while self.position.sequence < target and not self.sealed and self.ready:
+            if time.monotonic() > deadline:
+                raise Unreachable("writing: this node could not catch up with the stream in time; nothing was written")
+            self._pump(TICK)
+
+    # ------------------------------------------------------------ commands
+    def _run_command(self, command: Command) -> object:
+        deadline = time.monotonic() + WRITE_DEADLINE
+        unsure: list[tuple[set[str], object]] = []        # attempts refused after some of it may have landed
+        self._seen = set()
+        while True:
+            self._ready_for_write(deadline)
+            state: dict[str, Any] = {}
+            try:
+                return self._attempt(command, state, deadline)
+            except Refused:
+                if "ids" in state:
+                    unsure.append((state["ids"], state["result"]))
+                self._catch_up(deadline)
+                for ids, result in unsure:
+                    if ids <= self._seen:                  # our earlier attempt did land: it is done
+                        return result
+
+    def _attempt(self, command: Command, state: dict[str, Any], deadline: float) -> object:
+        position = self.position
+
+        def run(w: WriteTx) -> object:
+            check_aligned(self.store, w, position, False)
+            state["result"] = result = command(w)
+            if w.appended:
+                w.before_commit.append(lambda w: self._publish(w, position, state, deadline))
+            return result
+        result = self.store.execute(run)
+        if "sequence" in state:
+            with self._changed:
+                self.position = Position(position.generation, state["sequence"])
+                self.stream_last = max(self.stream_last, self.position.sequence)
+                self._changed.notify_all()
+        return result
+
+    def _publish(self, w: WriteTx, position: Position, state: dict[str, Any], deadline: float) -> None:
+        """Before the commit: the transaction's events to the stream, chained on ``position``."""
+        base, events = position.sequence, []
+        for i, (seq, _) in enumerate(w.appended):
+            if seq != base + i + 1:
+                raise CorruptStoreError("the local log and the stream number events differently")
+            raw = bytes(w.txn.get(codec.seq_key(seq), db=w.db("events")) or b"")
+            events.append((raw, layout.event_id(seq, raw)))
+        state["ids"] = {msg_id for _, msg_id in events}
+        end = Position(position.generation, base + len(events))
+        write_position(w, end)
+        for i, (raw, msg_id) in enumerate(events):
+            subject = layout.event_subject(self.settings.stream, position.generation,
+                                           layout.message_of(codec.decode_event(raw)))
+            seq = self._publish_one(subject, raw, msg_id, base + i, deadline)
+            if seq != base + i + 1:
+                raise CorruptStoreError("the stream stored an event at another sequence than expected")
+        state["sequence"] = end.sequence
+
+    def _publish_one(self, subject: str, raw: bytes, msg_id: str, expected: int, deadline: float) -> int:
+        while True:
+            try:
+                return self.link.publish(subject, raw, msg_id, expected)
+            except Unreachable:                            # same id, same expectation: a retry is harmless
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(TICK)
+
+    # ------------------------------------------------------------ generations
+    def current_control(self) -> Control:
+        return self.link.control()

@@ -1,0 +1,194 @@
+"""Stream generations: ``rebuild_index`` in replicated mode, and a node moving to a new one.
+
+Deleting or purging a message clears it from the stream's files but not from
+the stream's raft log; re-creating the stream from the live messages does.
+So ``rebuild_index`` does here what compaction does locally — re-materialize
+the log as one ``MessageWritten`` per live message — on the stream:
+
+1. **seal** generation N: publish a seal expecting the last sequence this node
+   applied (refused → catch up, try again).  No event can follow it: every
+   writer publishes expecting the sequence it applied, and a node that applies
+   the seal stops writing until the next generation is there;
+2. publish the live messages of this node (which applied everything up to the
+   seal, as every node will) into a new stream N+1, in message id order;
+3. write the control record (current generation N+1): from here on nodes
+   move to N+1 and writes go on there (a write refused by the seal is run
+   again on N+1 — nothing acknowledged is lost, since every acknowledged
+   event is before the seal and so in the live state copied);
+4. every node **adopts** N+1: it builds a fresh store from the new stream in
+   ``compact.tmp/`` and renames it over its data file (the local erasure);
+5. delete stream N.
+
+A node that was down meanwhile finds the control record ahead of its store
+when it comes back and adopts the current generation the same way.  If the
+node running ``rebuild_index`` dies between 1 and 3, writes wait (``IO_ERROR``
+past their deadline) until ``rebuild_index`` is run on any node: it finishes
+the switch from its own state, which is the same at the seal on every node.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from functools import partial
+from typing import TYPE_CHECKING
+
+from eventstore import codec, files
+from eventstore.store import COMPACT_DIR, DATA_FILE, EventStore
+
+from . import layout
+from .apply import Position, apply_records, raise_last_id, write_position
+from .layout import Control
+from .link import Refused, Unreachable
+
+if TYPE_CHECKING:
+    from .committer import ReplicatedCommitter
+
+log = logging.getLogger("convmem")
+PUBLISH_CHUNK = 1000
+SWITCH_WAIT = 30.0           # seconds a rebuild waits for another node's switch to finish
+
+
+def adopt(c: ReplicatedCommitter, control: Control) -> None:
+    """Replace this node's store by one built from generation ``control.generation``."""
+    store, generation = c.store, control.generation
+    log.warning("replication: moving to generation %d of the stream", generation)
+    tmp = os.path.join(store.path, COMPACT_DIR)
+    with store.read() as tx:
+        carried, io = store.carried_meta(tx), store.io_counters(tx.txn)
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with EventStore(tmp, store.projector, clock=store.clock, rng=store.rng, map_size=store.map_size,
+                        private=True) as fresh:
+            position, sealed = _fill(c, fresh, generation)
+
+            def finish(w) -> None:
+                fresh.set_io_counters(w, dict(io, replace_calls=io["replace_calls"] + 1))
+                fresh.restore_meta(w, {b"secret": carried[b"secret"]} if b"secret" in carried else {})
+                raise_last_id(fresh, w, carried.get(b"last_id", b""))
+                write_position(w, position)
+            fresh.maintain(finish, "moving to a new stream generation")
+            fresh.sync()
+        files.fsync_path(os.path.join(tmp, DATA_FILE))
+        with c.exclusive():
+            store.replace_data_file(os.path.join(tmp, DATA_FILE))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    c.position, c.sealed, c.stream_last = position, sealed, position.sequence
+    c.caught_up_at = time.time()
+    log.warning("replication: on generation %d at %d", generation, position.sequence)
+
+
+def _fill(c: ReplicatedCommitter, fresh: EventStore, generation: int) -> tuple[Position, bool]:
+    """Everything generation ``generation`` holds now, applied to ``fresh``."""
+    target = c.link.last_sequence(generation)
+    position, sealed = Position(generation, 0), False
+    c.link.follow(generation, 1)
+    quiet_since = time.monotonic()
+    while position.sequence < target and not sealed:
+        item = c._queue_get(0.2)
+        if item is None:
+            if time.monotonic() - quiet_since > 30.0:
+                raise Unreachable("moving to a new stream generation: the stream stopped delivering")
+            continue
+        if item[0] != "records":
+            c._deferred.append(item)
+            continue
+        quiet_since = time.monotonic()
+        records = [r for r in item[2] if item[1] == generation and r.seq > position.sequence]
+        if records and records[0].seq != position.sequence + 1:
+            c.link.follow(generation, position.sequence + 1)
+            continue
+        for start in range(0, len(records), 2000):
+            applied = apply_records(fresh, position, sealed, records[start:start + 2000])
+            position, sealed = applied.position, applied.sealed
+        if records:
+            log.info("replication: generation %d: %d of %d", generation, position.sequence, target)
+    return position, sealed
+
+
+def rebuild(c: ReplicatedCommitter) -> dict[str, int]:
+    """``rebuild_index`` of a replicated store (on the writer thread)."""
+    deadline = time.monotonic() + SWITCH_WAIT
+    store = c.store
+    bytes_before = store.file_size()
+    with store.read() as tx:
+        records = store.event_count(tx)
+    was_sealed = c.sealed
+    if not c.sealed:
+        c._ready_for_write(deadline)
+        _seal(c, deadline)
+    old = c.position.generation
+    if c.sealed_by_me:
+        control = _switch(c, old + 1)
+    else:
+        try:
+            control = _await_switch(c, old, deadline)
+        except Unreachable:
+            if not was_sealed:
+                raise
+            log.warning("replication: generation %d was sealed and never replaced: finishing the switch", old)
+            control = _switch(c, old + 1)            # its sealer died: the state at the seal is the same here
+    adopt(c, control)
+    c.link.follow(c.position.generation, c.position.sequence + 1)
+    c.ready = True
+    c.link.delete(old)
+    return {"messages_indexed": control.initial, "records_removed": max(0, records - control.initial),
+            "bytes_before": bytes_before, "bytes_after": store.file_size()}
+
+
+def _seal(c: ReplicatedCommitter, deadline: float) -> None:
+    while not c.sealed:
+        position = c.position
+        try:
+            seq = c.link.publish(layout.seal_subject(c.settings.stream, position.generation), b"",
+                                 layout.event_id(position.sequence + 1, b"seal"), position.sequence, layout.SEAL)
+        except Refused:
+            c._catch_up(deadline)
+            continue
+        sealed_at = Position(position.generation, seq)
+        c.store.maintain(partial(write_position, position=sealed_at), "sealing the stream generation")
+        c.position, c.sealed, c.ready, c.sealed_by_me = sealed_at, True, False, True
+
+
+def _switch(c: ReplicatedCommitter, generation: int) -> Control:
+    control = _publish_generation(c, generation)
+    c.link.set_control(control)
+    c.sealed_by_me = False
+    return control
+
+
+def _await_switch(c: ReplicatedCommitter, old: int, deadline: float) -> Control:
+    while True:
+        control = c.link.control()
+        if control.generation > old:
+            return control
+        if time.monotonic() > deadline:
+            raise Unreachable("rebuild_index: another node is switching the stream generation; try again")
+        c._pump(0.2)
+
+
+def _publish_generation(c: ReplicatedCommitter, generation: int) -> Control:
+    """The live messages into a new stream ``generation`` (made anew); its control record."""
+    c.link.delete(generation)                   # what an interrupted switch left
+    c.link.ensure(generation)
+    base = c.settings.stream
+    with c.store.read() as tx:
+        count, events = c.live(tx)
+        chunk: list[tuple[str, bytes, str]] = []
+        last = 0
+        for event in events:
+            raw = codec.encode_event(event)
+            seq = last + len(chunk) + 1
+            chunk.append((layout.event_subject(base, generation, event.message.message_id), raw,
+                          layout.event_id(seq, raw)))
+            if len(chunk) == PUBLISH_CHUNK:
+                last = c.link.publish_all(chunk, last)
+                chunk = []
+        if chunk:
+            last = c.link.publish_all(chunk, last)
+    if last != count:
+        raise Unreachable("rebuild_index: the new stream generation does not hold every live message")
+    return Control(generation, count)
