@@ -163,3 +163,20 @@ class Cluster:
             finally:
                 await nc.close()
         return asyncio.run(ask())
+
+
+def files_holding(roots: list[str], needle: bytes) -> list[str]:
+    """Every file under ``roots`` whose bytes contain ``needle`` in any letter case."""
+    needle, found = needle.lower(), []
+    for root in roots:
+        for folder, _, names in os.walk(root):
+            for name in names:
+                path = os.path.join(folder, name)
+                try:
+                    with open(path, "rb") as fh:
+                        data = fh.read()
+                except OSError:
+                    continue
+                if needle in data.lower():
+                    found.append(path)
+    return found

@@ -38,6 +38,7 @@ class Settings:
     stream: str = DEFAULT_STREAM
     replicas: int = DEFAULT_REPLICAS
     sync_reads: bool = False
+    write_timeout: float = 15.0     # seconds a write keeps trying (a leader election takes ~5-6 s)
 
 
 def parse_settings(urls: str, stream: str = DEFAULT_STREAM, replicas: int = DEFAULT_REPLICAS,

@@ -16,7 +16,7 @@ commands submitted by callers.  A command runs like this:
 A publish refused because the stream moved on aborts the transaction; the
 node catches up and runs the command again against the new state (a stale
 ``expected_revision`` then fails as ``CONFLICT``, as it would locally).  If
-the stream stays unreachable past :data:`WRITE_DEADLINE` the command fails
+the stream stays unreachable past ``Settings.write_timeout`` the command fails
 with ``IO_ERROR``: not acknowledged (it may still have reached the stream, in
 which case this node applies it when it catches up, as any other event).
 """
@@ -47,7 +47,6 @@ log = logging.getLogger("convmem")
 
 Command = Callable[[WriteTx], object]
 LiveEvents = Callable[[Tx], tuple[int, Iterator[MessageWritten]]]
-WRITE_DEADLINE = 15.0        # seconds a write keeps trying (a leader election takes ~5-6 s)
 TICK = 0.2                   # seconds between two tries to get ready while idle
 APPLY_BATCH = 2000           # stream messages per local transaction when catching up
 PROGRESS_EVERY = 2.0         # seconds between two progress lines of a long catch-up
@@ -114,8 +113,12 @@ class ReplicatedCommitter:
         self._thread.join()
         self.link.close()
 
-    def sync(self, timeout: float = WRITE_DEADLINE) -> None:
+    def sync(self, timeout: float | None = None) -> None:
         """Wait until this node has applied everything the stream held when called."""
+        timeout = timeout or self.settings.write_timeout
+        with self._changed:
+            if not self._changed.wait_for(lambda: self.ready, timeout):
+                raise Unreachable("reading: this node is not following the stream (unreachable?)")
         target = self.link.last_sequence(self.position.generation)
         with self._changed:
             if not self._changed.wait_for(lambda: self.position.sequence >= target or self.sealed, timeout):
@@ -206,8 +209,14 @@ class ReplicatedCommitter:
             return                                        # the next generation is not ready yet
         else:
             self.link.ensure(control.generation if control.generation == 1 else None)
+        self.follow_from_here()
+
+    def follow_from_here(self) -> None:
+        """Read the stream on from this node's position; ready to write."""
         self.link.follow(self.position.generation, self.position.sequence + 1)
-        self.ready = True
+        with self._changed:
+            self.ready = True
+            self._changed.notify_all()
 
     def _set_position(self, position: Position) -> None:
         self.store.maintain(lambda w: write_position(w, position), "storing the stream position")
@@ -282,14 +291,14 @@ class ReplicatedCommitter:
 
     # ------------------------------------------------------------ commands
     def _run_command(self, command: Command) -> object:
-        deadline = time.monotonic() + WRITE_DEADLINE
+        deadline = time.monotonic() + self.settings.write_timeout
         unsure: list[tuple[set[str], object]] = []        # attempts refused after some of it may have landed
         self._seen = set()
         while True:
             self._ready_for_write(deadline)
             state: dict[str, Any] = {}
             try:
-                return self._attempt(command, state, deadline)
+                result = self._attempt(command, state, deadline)
             except Refused:
                 if "ids" in state:
                     unsure.append((state["ids"], state["result"]))
@@ -297,6 +306,22 @@ class ReplicatedCommitter:
                 for ids, result in unsure:
                     if ids <= self._seen:                  # our earlier attempt did land: it is done
                         return result
+                continue
+            except (StoreIOError, CorruptStoreError):
+                raise
+            except ConvMemError:                           # refused on the local state: is it the latest?
+                if self._confirmed(deadline):
+                    raise
+                continue
+            if "sequence" in state or self._confirmed(deadline):
+                return result
+
+    def _confirmed(self, deadline: float) -> bool:
+        """A command that wrote nothing decided on the local state: True if that was the
+        stream's latest, else the node has caught up and the command must run again."""
+        before = self.position
+        self._catch_up(deadline)
+        return self.position == before and self.ready and not self.sealed
 
     def _attempt(self, command: Command, state: dict[str, Any], deadline: float) -> object:
         position = self.position
@@ -326,19 +351,23 @@ class ReplicatedCommitter:
         state["ids"] = {msg_id for _, msg_id in events}
         end = Position(position.generation, base + len(events))
         write_position(w, end)
-        for i, (raw, msg_id) in enumerate(events):
-            subject = layout.event_subject(self.settings.stream, position.generation,
-                                           layout.message_of(codec.decode_event(raw)))
-            seq = self._publish_one(subject, raw, msg_id, base + i, deadline)
-            if seq != base + i + 1:
-                raise CorruptStoreError("the stream stored an event at another sequence than expected")
+        subject = lambda raw: layout.event_subject(self.settings.stream, position.generation,
+                                                   layout.message_of(codec.decode_event(raw)))
+        items = [(subject(raw), raw, msg_id) for raw, msg_id in events]
+        if self._publish_all(items, base, deadline) != end.sequence:
+            raise CorruptStoreError("the stream stored an event at another sequence than expected")
         state["sequence"] = end.sequence
 
-    def _publish_one(self, subject: str, raw: bytes, msg_id: str, expected: int, deadline: float) -> int:
+    def _publish_all(self, items: list[tuple[str, bytes, str]], base: int, deadline: float) -> int:
+        """Publish ``items`` chained on ``base``; the last sequence.  A retry repeats the same
+        ids and expectations: what landed already is de-duplicated, nothing lands twice."""
         while True:
             try:
-                return self.link.publish(subject, raw, msg_id, expected)
-            except Unreachable:                            # same id, same expectation: a retry is harmless
+                if len(items) == 1:
+                    subject, raw, msg_id = items[0]
+                    return self.link.publish(subject, raw, msg_id, base)
+                return self.link.publish_all(items, base)
+            except Unreachable:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(TICK)

@@ -132,8 +132,7 @@ def rebuild(c: ReplicatedCommitter) -> dict[str, int]:
             log.warning("replication: generation %d was sealed and never replaced: finishing the switch", old)
             control = _switch(c, old + 1)            # its sealer died: the state at the seal is the same here
     adopt(c, control)
-    c.link.follow(c.position.generation, c.position.sequence + 1)
-    c.ready = True
+    c.follow_from_here()
     c.link.delete(old)
     return {"messages_indexed": control.initial, "records_removed": max(0, records - control.initial),
             "bytes_before": bytes_before, "bytes_after": store.file_size()}

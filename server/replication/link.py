@@ -279,6 +279,8 @@ class Link:
             log.warning("replication: the NATS client did not close in time")
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(2.0)
+        if not self._thread.is_alive():
+            self._loop.close()
 
 
 def _record(msg) -> Record:
