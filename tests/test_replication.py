@@ -179,7 +179,8 @@ def test_concurrent_read_modify_write_on_two_nodes_loses_no_update(nodes):
                 except ConflictError:
                     conflicts[index] += 1
                     caught_up(svc)
-    threads = [threading.Thread(target=writer, args=(svc, name, i)) for i, (svc, name) in enumerate(((a, "a"), (b, "b")))]
+    pairs = ((a, "a"), (b, "b"))
+    threads = [threading.Thread(target=writer, args=(svc, name, i)) for i, (svc, name) in enumerate(pairs)]
     for t in threads:
         t.start()
     for t in threads:

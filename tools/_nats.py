@@ -14,13 +14,17 @@ loopback ports.  Everything it starts it stops (SIGKILL) on leaving.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import random
+import shlex
 import shutil
 import socket
 import subprocess
 import sys
 import time
-from typing import IO
+from collections.abc import AsyncIterator
+from typing import IO, Any
 
 STARTUP_TIMEOUT = 60.0
 
@@ -51,6 +55,7 @@ class Cluster:
     def __init__(self, workdir: str, size: int = 3) -> None:
         self.workdir = workdir
         self.size = size
+        os.makedirs(workdir, exist_ok=True)
         ports = free_ports(2 * size)
         self.client_ports, self.route_ports = ports[:size], ports[size:]
         self.procs: list[subprocess.Popen | None] = [None] * size
@@ -180,3 +185,28 @@ def files_holding(roots: list[str], needle: bytes) -> list[str]:
                 if needle in data.lower():
                     found.append(path)
     return found
+
+
+@contextlib.asynccontextmanager
+async def served_replicated(store: str, workdir: str, urls: str, stream: str, *,
+                            extra: tuple[str, ...] = ()) -> AsyncIterator[tuple[Any, int]]:
+    """A connected MCP client to ``convmem serve --replicate URLS --stream STREAM`` on
+    ``store`` over stdio, and the server's pid (to SIGKILL it); its stderr appended
+    to ``workdir/server-stderr.log``."""
+    from mcp import StdioServerParameters
+
+    from tools._proc import REPO
+    from tools.mcp_client import connect, serve_command
+    pidfile = os.path.join(workdir, f"server-{os.getpid()}-{random.getrandbits(32):08x}.pid")
+    command = [*serve_command(store, log_level="INFO"), "--replicate", urls, "--stream", stream, *extra]
+    params = StdioServerParameters(command="/bin/sh", cwd=REPO,
+                                   args=["-c", f"echo $$ > {shlex.quote(pidfile)}; exec {shlex.join(command)}"])
+    with open(os.path.join(workdir, "server-stderr.log"), "a") as log:
+        try:
+            async with connect(params, errlog=log) as client:
+                with open(pidfile) as fh:
+                    pid = int(fh.read().strip())
+                yield client, pid
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(pidfile)
