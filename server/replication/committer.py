@@ -29,24 +29,24 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from eventstore import codec
 from eventstore.errors import ConvMemError, CorruptStoreError, StoreIOError, ValidationError
-from eventstore.events import MessageWritten
-from eventstore.store import EventStore, Tx, WriteTx
+from eventstore.store import EventStore, WriteTx
 
-from . import Settings, layout
+from . import layout
 from .apply import Position, apply_records, check_aligned, read_position, write_position
+from .generations import LiveEvents, adopt, rebuild
 from .layout import Control, Record
 from .link import Gone, Link, Refused, Unreachable
+from .settings import Settings
 
 log = logging.getLogger("convmem")
 
 Command = Callable[[WriteTx], object]
-LiveEvents = Callable[[Tx], tuple[int, Iterator[MessageWritten]]]
 TICK = 0.2                   # seconds between two tries to get ready while idle
 APPLY_BATCH = 2000           # stream messages per local transaction when catching up
 PROGRESS_EVERY = 2.0         # seconds between two progress lines of a long catch-up
@@ -75,7 +75,7 @@ class ReplicatedCommitter:
         self._seen: set[str] = set()
         self._changed = threading.Condition()
         self._queue: queue.SimpleQueue[tuple] = queue.SimpleQueue()
-        self._deferred: collections.deque[tuple] = collections.deque()
+        self.deferred: collections.deque[tuple] = collections.deque()
         self._closed = False
         self._closing = threading.Lock()
         self.link = Link(settings.servers, settings.stream, settings.replicas, self._on_records)
@@ -93,7 +93,6 @@ class ReplicatedCommitter:
 
     def rebuild(self) -> dict[str, int]:
         """``rebuild_index``: a new stream generation from the live messages (see :mod:`.generations`)."""
-        from .generations import rebuild
         return self.run(lambda: rebuild(self))      # type: ignore[return-value]
 
     def _on_writer(self, kind: str, fn: Callable) -> object:
@@ -140,8 +139,8 @@ class ReplicatedCommitter:
             self._queue.put(("records", generation, records))
 
     def _next(self, timeout: float) -> tuple | None:
-        if self._deferred:
-            return self._deferred.popleft()
+        if self.deferred:
+            return self.deferred.popleft()
         try:
             return self._queue.get(timeout=timeout)
         except queue.Empty:
@@ -175,17 +174,17 @@ class ReplicatedCommitter:
         else:
             future.set_result(result)
 
-    def _pump(self, timeout: float) -> None:
+    def pump(self, timeout: float) -> None:
         """Wait up to ``timeout`` for one item: records are applied, anything else waits its turn."""
-        item = self._queue_get(timeout)
+        item = self.take(timeout)
         if item is None:
             return
         if item[0] == "records":
             self._apply(item[1], item[2])
         else:
-            self._deferred.append(item)
+            self.deferred.append(item)
 
-    def _queue_get(self, timeout: float) -> tuple | None:
+    def take(self, timeout: float) -> tuple | None:
         try:
             return self._queue.get(timeout=timeout)
         except queue.Empty:
@@ -201,7 +200,6 @@ class ReplicatedCommitter:
             self.link.ensure(control.generation if control.generation == 1 else None)
             self._set_position(Position(control.generation, 0))
         elif self.position.generation < control.generation:
-            from .generations import adopt
             adopt(self, control)
         elif self.position.generation > control.generation:
             raise Unreachable("the stream's control record is behind this store: is --stream the right name?")
@@ -223,7 +221,7 @@ class ReplicatedCommitter:
         self.position = position
         self.stream_last = max(self.stream_last, position.sequence) if position.generation else 0
 
-    def _ready_for_write(self, deadline: float) -> None:
+    def ready_for_write(self, deadline: float) -> None:
         while not self.ready or self.sealed:
             try:
                 self.ready = self.ready and not self.sealed
@@ -235,7 +233,7 @@ class ReplicatedCommitter:
             if time.monotonic() > deadline:
                 raise Unreachable("writing: the stream is unreachable or switching generations; "
                                   "nothing was written")
-            self._pump(TICK)
+            self.pump(TICK)
 
     # ------------------------------------------------------------ applying
     def _apply(self, generation: int, records: list[Record]) -> None:
@@ -270,7 +268,7 @@ class ReplicatedCommitter:
             self._progress_at = 0.0
             log.warning("replication: caught up at %d", self.position.sequence)
 
-    def _catch_up(self, deadline: float) -> None:
+    def catch_up(self, deadline: float) -> None:
         """Apply everything the stream holds now (or stop at its seal)."""
         while True:
             try:
@@ -282,12 +280,12 @@ class ReplicatedCommitter:
             except Unreachable:
                 if time.monotonic() > deadline:
                     raise
-                self._pump(TICK)
+                self.pump(TICK)
         self.stream_last = max(self.stream_last, target)
         while self.position.sequence < target and not self.sealed and self.ready:
             if time.monotonic() > deadline:
                 raise Unreachable("writing: this node could not catch up with the stream in time; nothing was written")
-            self._pump(TICK)
+            self.pump(TICK)
 
     # ------------------------------------------------------------ commands
     def _run_command(self, command: Command) -> object:
@@ -295,14 +293,14 @@ class ReplicatedCommitter:
         unsure: list[tuple[set[str], object]] = []        # attempts refused after some of it may have landed
         self._seen = set()
         while True:
-            self._ready_for_write(deadline)
+            self.ready_for_write(deadline)
             state: dict[str, Any] = {}
             try:
                 result = self._attempt(command, state, deadline)
             except Refused:
                 if "ids" in state:
                     unsure.append((state["ids"], state["result"]))
-                self._catch_up(deadline)
+                self.catch_up(deadline)
                 for ids, result in unsure:
                     if ids <= self._seen:                  # our earlier attempt did land: it is done
                         return result
@@ -320,7 +318,7 @@ class ReplicatedCommitter:
         """A command that wrote nothing decided on the local state: True if that was the
         stream's latest, else the node has caught up and the command must run again."""
         before = self.position
-        self._catch_up(deadline)
+        self.catch_up(deadline)
         return self.position == before and self.ready and not self.sealed
 
     def _attempt(self, command: Command, state: dict[str, Any], deadline: float) -> object:

@@ -28,30 +28,63 @@ the switch from its own state, which is the same at the seal on every node.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from eventstore import codec, files
-from eventstore.store import COMPACT_DIR, DATA_FILE, EventStore
+from eventstore.events import MessageWritten
+from eventstore.store import COMPACT_DIR, DATA_FILE, EventStore, Tx
 
 from . import layout
 from .apply import Position, apply_records, raise_last_id, write_position
 from .layout import Control
-from .link import Refused, Unreachable
+from .link import Link, Refused, Unreachable
+from .settings import Settings
 
-if TYPE_CHECKING:
-    from .committer import ReplicatedCommitter
+LiveEvents = Callable[[Tx], tuple[int, Iterator[MessageWritten]]]
+
+
+class Node(Protocol):
+    """What a switch needs of the writer (:class:`~.committer.ReplicatedCommitter`)."""
+
+    store: EventStore
+    settings: Settings
+    link: Link
+    live: LiveEvents
+    exclusive: Callable[[], AbstractContextManager]
+    position: Position
+    sealed: bool
+    ready: bool
+    sealed_by_me: bool
+    stream_last: int
+    caught_up_at: float
+    deferred: collections.deque[tuple]
+
+    def take(self, timeout: float) -> tuple | None:
+        """The next item queued for the writer, None after ``timeout`` seconds."""
+
+    def pump(self, timeout: float) -> None:
+        """Apply what arrives within ``timeout``; hold anything else."""
+
+    def catch_up(self, deadline: float) -> None: ...
+
+    def ready_for_write(self, deadline: float) -> None: ...
+
+    def follow_from_here(self) -> None: ...
 
 log = logging.getLogger("convmem")
 PUBLISH_CHUNK = 1000
 SWITCH_WAIT = 30.0           # seconds a rebuild waits for another node's switch to finish
 
 
-def adopt(c: ReplicatedCommitter, control: Control) -> None:
+def adopt(c: Node, control: Control) -> None:
     """Replace this node's store by one built from generation ``control.generation``."""
     store, generation = c.store, control.generation
     log.warning("replication: moving to generation %d of the stream", generation)
@@ -81,20 +114,20 @@ def adopt(c: ReplicatedCommitter, control: Control) -> None:
     log.warning("replication: on generation %d at %d", generation, position.sequence)
 
 
-def _fill(c: ReplicatedCommitter, fresh: EventStore, generation: int) -> tuple[Position, bool]:
+def _fill(c: Node, fresh: EventStore, generation: int) -> tuple[Position, bool]:
     """Everything generation ``generation`` holds now, applied to ``fresh``."""
     target = c.link.last_sequence(generation)
     position, sealed = Position(generation, 0), False
     c.link.follow(generation, 1)
     quiet_since = time.monotonic()
     while position.sequence < target and not sealed:
-        item = c._queue_get(0.2)
+        item = c.take(0.2)
         if item is None:
             if time.monotonic() - quiet_since > 30.0:
                 raise Unreachable("moving to a new stream generation: the stream stopped delivering")
             continue
         if item[0] != "records":
-            c._deferred.append(item)
+            c.deferred.append(item)
             continue
         quiet_since = time.monotonic()
         records = [r for r in item[2] if item[1] == generation and r.seq > position.sequence]
@@ -109,7 +142,7 @@ def _fill(c: ReplicatedCommitter, fresh: EventStore, generation: int) -> tuple[P
     return position, sealed
 
 
-def rebuild(c: ReplicatedCommitter) -> dict[str, int]:
+def rebuild(c: Node) -> dict[str, int]:
     """``rebuild_index`` of a replicated store (on the writer thread)."""
     deadline = time.monotonic() + SWITCH_WAIT
     store = c.store
@@ -118,7 +151,7 @@ def rebuild(c: ReplicatedCommitter) -> dict[str, int]:
         records = store.event_count(tx)
     was_sealed = c.sealed
     if not c.sealed:
-        c._ready_for_write(deadline)
+        c.ready_for_write(deadline)
         _seal(c, deadline)
     old = c.position.generation
     if c.sealed_by_me:
@@ -138,38 +171,38 @@ def rebuild(c: ReplicatedCommitter) -> dict[str, int]:
             "bytes_before": bytes_before, "bytes_after": store.file_size()}
 
 
-def _seal(c: ReplicatedCommitter, deadline: float) -> None:
+def _seal(c: Node, deadline: float) -> None:
     while not c.sealed:
         position = c.position
         try:
             seq = c.link.publish(layout.seal_subject(c.settings.stream, position.generation), b"",
                                  layout.event_id(position.sequence + 1, b"seal"), position.sequence, layout.SEAL)
         except Refused:
-            c._catch_up(deadline)
+            c.catch_up(deadline)
             continue
         sealed_at = Position(position.generation, seq)
         c.store.maintain(partial(write_position, position=sealed_at), "sealing the stream generation")
         c.position, c.sealed, c.ready, c.sealed_by_me = sealed_at, True, False, True
 
 
-def _switch(c: ReplicatedCommitter, generation: int) -> Control:
+def _switch(c: Node, generation: int) -> Control:
     control = _publish_generation(c, generation)
     c.link.set_control(control)
     c.sealed_by_me = False
     return control
 
 
-def _await_switch(c: ReplicatedCommitter, old: int, deadline: float) -> Control:
+def _await_switch(c: Node, old: int, deadline: float) -> Control:
     while True:
         control = c.link.control()
         if control.generation > old:
             return control
         if time.monotonic() > deadline:
             raise Unreachable("rebuild_index: another node is switching the stream generation; try again")
-        c._pump(0.2)
+        c.pump(0.2)
 
 
-def _publish_generation(c: ReplicatedCommitter, generation: int) -> Control:
+def _publish_generation(c: Node, generation: int) -> Control:
     """The live messages into a new stream ``generation`` (made anew); its control record."""
     c.link.delete(generation)                   # what an interrupted switch left
     c.link.ensure(generation)
