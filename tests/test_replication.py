@@ -223,6 +223,7 @@ def test_rebuild_erases_deleted_content_from_every_server_and_node_and_loses_no_
             acked.append(b.write_message("w", "user", f"during {len(acked)}", Metadata())["message"]["message_id"])
     t = threading.Thread(target=writer)
     t.start()
+    last_before = a.health()["last_sequence"]
     result = a.rebuild()
     stop.set()
     t.join(120)
@@ -233,6 +234,7 @@ def test_rebuild_erases_deleted_content_from_every_server_and_node_and_loses_no_
         caught_up(a, b, down)
         for svc in (a, b, down):
             assert svc.health()["replication"]["generation"] == 2
+            assert svc.health()["last_sequence"] >= last_before          # never goes back, as on one store
             assert contents(svc) == ["kept, clean now", "after the switch"]
             assert [m["message_id"] for m in svc.history("w", 10**4, None)["history"]] == acked
         assert dump_projections(a.store) == dump_projections(b.store) == dump_projections(down.store)

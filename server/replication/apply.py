@@ -5,7 +5,8 @@ existing projectors in one write transaction, which also stores the stream
 sequence reached (:data:`layout.SEQUENCE_KEY`): a crash keeps all of it or
 none of it, and a message at or below the stored sequence is skipped, so a
 redelivery changes nothing.  The local log numbers events as the stream does
-(this store's sequence ``n`` is the stream's ``n``), which is checked on every
+(this store's sequence is the stream's plus the generation's ``offset``, so
+that it never goes back across generations), which is checked on every
 transaction: a store written by something else than this node's replication
 (another process writing without the stream) is refused, not silently forked.
 """
@@ -13,7 +14,7 @@ transaction: a store written by something else than this node's replication
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from eventstore import codec, meta
 from eventstore.errors import CorruptStoreError
@@ -29,10 +30,12 @@ ACTION = "applying the stream's events"
 
 @dataclass(frozen=True)
 class Position:
-    """The generation this store follows and the last stream sequence it includes."""
+    """The generation this store follows, the last stream sequence it includes, and the
+    offset of its local sequence numbers (local = ``offset`` + stream sequence)."""
 
     generation: int
     sequence: int
+    offset: int = 0
 
 
 def read_position(tx: Tx) -> Position | None:
@@ -41,19 +44,21 @@ def read_position(tx: Tx) -> Position | None:
     generation = meta.find_int(tx.txn, db, layout.GENERATION_KEY)
     if generation is None:
         return None
-    return Position(generation, meta.get_int(tx.txn, db, layout.SEQUENCE_KEY))
+    return Position(generation, meta.get_int(tx.txn, db, layout.SEQUENCE_KEY),
+                    meta.get_int(tx.txn, db, layout.OFFSET_KEY))
 
 
 def write_position(w: WriteTx, position: Position) -> None:
     db = w.db("meta")
     meta.put_int(w.txn, db, layout.GENERATION_KEY, position.generation)
     meta.put_int(w.txn, db, layout.SEQUENCE_KEY, position.sequence)
+    meta.put_int(w.txn, db, layout.OFFSET_KEY, position.offset)
 
 
 def check_aligned(store: EventStore, tx: Tx, position: Position, sealed: bool) -> None:
     """The local log ends where the stream position says (one less after a seal)."""
     last = store.last_sequence(tx)
-    if last != position.sequence - int(sealed):
+    if last != position.offset + position.sequence - int(sealed):
         raise CorruptStoreError(f"the local log ends at {last} but the stream position is {position.sequence}: "
                                 "the store was written outside replication; start this node on an empty store")
 
@@ -91,13 +96,13 @@ def apply_records(store: EventStore, position: Position, sealed: bool, records: 
                 out.sealed = True
                 continue
             event = codec.decode_event(record.data)
-            if w.append(event) != seq:
+            if w.append(event) != position.offset + seq:
                 raise CorruptStoreError("the local log and the stream number events differently")
             if isinstance(event, MessageWritten):
                 top = max(top, to_bytes(event.message.message_id))
         if top:
             raise_last_id(store, w, top)
-        out.position = Position(position.generation, seq)
+        out.position = replace(position, sequence=seq)
         write_position(w, out.position)
         return out
     return store.maintain(body, ACTION)

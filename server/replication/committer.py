@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 from eventstore import codec
@@ -196,10 +197,10 @@ class ReplicatedCommitter:
         if not self.link.connected:
             return
         control = self.link.control()
-        if self.position.generation == 0:                 # an empty store: follow the current generation
-            self.link.ensure(control.generation if control.generation == 1 else None)
-            self._set_position(Position(control.generation, 0))
-        elif self.position.generation < control.generation:
+        if self.position.generation == 0 and control.generation == 1:   # an empty store, a young stream
+            self.link.ensure(1)
+            self._set_position(Position(1, 0))
+        elif self.position.generation < control.generation:              # made anew from the current one
             adopt(self, control)
         elif self.position.generation > control.generation:
             raise Unreachable("the stream's control record is behind this store: is --stream the right name?")
@@ -333,7 +334,7 @@ class ReplicatedCommitter:
         result = self.store.execute(run)
         if "sequence" in state:
             with self._changed:
-                self.position = Position(position.generation, state["sequence"])
+                self.position = replace(position, sequence=state["sequence"])
                 self.stream_last = max(self.stream_last, self.position.sequence)
                 self._changed.notify_all()
         return result
@@ -342,12 +343,12 @@ class ReplicatedCommitter:
         """Before the commit: the transaction's events to the stream, chained on ``position``."""
         base, events = position.sequence, []
         for i, (seq, _) in enumerate(w.appended):
-            if seq != base + i + 1:
+            if seq != position.offset + base + i + 1:
                 raise CorruptStoreError("the local log and the stream number events differently")
             raw = bytes(w.txn.get(codec.seq_key(seq), db=w.db("events")) or b"")
-            events.append((raw, layout.event_id(seq, raw)))
+            events.append((raw, layout.event_id(base + i + 1, raw)))
         state["ids"] = {msg_id for _, msg_id in events}
-        end = Position(position.generation, base + len(events))
+        end = replace(position, sequence=base + len(events))
         write_position(w, end)
         subject = lambda raw: layout.event_subject(self.settings.stream, position.generation,
                                                    layout.message_of(codec.decode_event(raw)))

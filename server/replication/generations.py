@@ -35,6 +35,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
@@ -95,7 +96,7 @@ def adopt(c: Node, control: Control) -> None:
     try:
         with EventStore(tmp, store.projector, clock=store.clock, rng=store.rng, map_size=store.map_size,
                         private=True) as fresh:
-            position, sealed = _fill(c, fresh, generation)
+            position, sealed = _fill(c, fresh, control)
 
             def finish(w) -> None:
                 fresh.set_io_counters(w, dict(io, replace_calls=io["replace_calls"] + 1))
@@ -114,10 +115,12 @@ def adopt(c: Node, control: Control) -> None:
     log.warning("replication: on generation %d at %d", generation, position.sequence)
 
 
-def _fill(c: Node, fresh: EventStore, generation: int) -> tuple[Position, bool]:
-    """Everything generation ``generation`` holds now, applied to ``fresh``."""
+def _fill(c: Node, fresh: EventStore, control: Control) -> tuple[Position, bool]:
+    """Everything the generation holds now, applied to ``fresh`` (numbered from its offset on)."""
+    generation = control.generation
     target = c.link.last_sequence(generation)
-    position, sealed = Position(generation, 0), False
+    position, sealed = Position(generation, 0, control.offset), False
+    fresh.maintain(lambda w: fresh.set_sequence_floor(w, control.offset), "moving to a new stream generation")
     c.link.follow(generation, 1)
     quiet_since = time.monotonic()
     while position.sequence < target and not sealed:
@@ -180,7 +183,7 @@ def _seal(c: Node, deadline: float) -> None:
         except Refused:
             c.catch_up(deadline)
             continue
-        sealed_at = Position(position.generation, seq)
+        sealed_at = replace(position, sequence=seq)
         c.store.maintain(partial(write_position, position=sealed_at), "sealing the stream generation")
         c.position, c.sealed, c.ready, c.sealed_by_me = sealed_at, True, False, True
 
@@ -223,4 +226,5 @@ def _publish_generation(c: Node, generation: int) -> Control:
             last = c.link.publish_all(chunk, last)
     if last != count:
         raise Unreachable("rebuild_index: the new stream generation does not hold every live message")
-    return Control(generation, count)
+    with c.store.read() as tx:              # local numbers go on from where the sealed generation ended
+        return Control(generation, count, c.store.last_sequence(tx) - count)

@@ -7,17 +7,20 @@ stream ``NAME-gN``           generation N of the log (``rebuild_index`` makes
                              message: its history can be purged on its own)
 ``convmem.NAME.gN.seal``     the last message of a generation: no event follows
 stream ``NAME-control``      one record on ``convmem.NAME.control``: the
-                             current generation (absent: generation 1)
+                             current generation (absent: generation 1), see
+                             :class:`Control`
 ===========================  =================================================
 
 Every event is published with ``Nats-Msg-Id`` = :func:`event_id` (the same on
 every retry, so a retry is de-duplicated) and ``Nats-Expected-Last-Sequence``
 = the stream sequence this node has applied.
 
-Local meta (the store's ``meta`` sub-database): ``repl_generation`` and
-``repl_sequence``, 8-byte ints: the generation this store follows and the last
-stream sequence its log and read models include, written in the same LMDB
-transaction as the events they count.
+Local meta (the store's ``meta`` sub-database): ``repl_generation``,
+``repl_sequence`` and ``repl_offset``, 8-byte ints: the generation this store
+follows, the last stream sequence its log and read models include (written in
+the same LMDB transaction as the events they count), and what its local
+sequence numbers add to the stream's (the control record says it, the same on
+every node: local sequence numbers never go back across generations).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from eventstore.events import Event, MessageWritten
 
 GENERATION_KEY = b"repl_generation"
 SEQUENCE_KEY = b"repl_sequence"
+OFFSET_KEY = b"repl_offset"
 KIND_HEADER = "Convmem-Kind"          # "seal" on a generation's last message; absent on events
 SEAL = "seal"
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -78,19 +82,21 @@ def event_id(position: int, raw: bytes) -> str:
 
 @dataclass(frozen=True)
 class Control:
-    """The control record: the current generation and how many events it began with."""
+    """The control record: the current generation, how many events it began with, and
+    the offset of the local sequence numbers in it."""
 
     generation: int = 1
     initial: int = 0
+    offset: int = 0
 
     def encode(self) -> bytes:
-        return json.dumps({"generation": self.generation, "initial": self.initial}).encode()
+        return json.dumps({"generation": self.generation, "initial": self.initial, "offset": self.offset}).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> Control:
         try:
             obj = json.loads(raw)
-            return cls(int(obj["generation"]), int(obj["initial"]))
+            return cls(int(obj["generation"]), int(obj["initial"]), int(obj.get("offset", 0)))
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError("the control record is not {generation, initial}") from exc
 
