@@ -67,7 +67,7 @@ class ReplicatedCommitter:
             raise ValidationError("--replicate: this store has events that are not in the stream; a replicated "
                                   "node starts on an empty store (docs/replication.md)")
         self.position = position or Position(0, 0)
-        self.sealed = position is not None and last == position.sequence - 1
+        self.sealed = position is not None and last == position.offset + position.sequence - 1
         self.sealed_by_me = False              # this node published the seal (it makes the next generation)
         self.ready = False
         self.stream_last = self.position.sequence
@@ -152,19 +152,23 @@ class ReplicatedCommitter:
             item = self._next(TICK)
             if item is _STOP:
                 return
-            try:
-                if not self.ready:
+            if not self.ready:
+                try:
                     self._try_ready()
-                if item is None:
-                    continue
-                if item[0] == "records":
+                except ConvMemError as exc:            # unreachable, or a generation to adopt failed: retried
+                    log.debug("replication: not ready: %s", exc.message)
+                except Exception:
+                    log.exception("replication: unexpected error getting ready")
+            if item is None:
+                continue
+            if item[0] == "records":
+                try:
                     self._apply(item[1], item[2])
-                else:
-                    self._serve(item)
-            except ConvMemError as exc:
-                log.debug("replication: %s", exc.message)
-            except Exception:
-                log.exception("replication: unexpected error on the writer thread")
+                except Exception:                      # the batch is read again from the stored position
+                    log.exception("replication: applying the stream's events failed")
+                    self.ready = False
+            else:
+                self._serve(item)
 
     def _serve(self, item: tuple) -> None:
         kind, fn, future = item
@@ -207,7 +211,7 @@ class ReplicatedCommitter:
         elif self.sealed:
             return                                        # the next generation is not ready yet
         else:
-            self.link.ensure(control.generation if control.generation == 1 else None)
+            self.link.ensure(None)                        # the generation exists: never made again here
         self.follow_from_here()
 
     def follow_from_here(self) -> None:
@@ -257,17 +261,17 @@ class ReplicatedCommitter:
             self.caught_up_at = time.time()
         self._report_progress()
         if self.sealed:
-            log.warning("replication: generation %d is sealed; waiting for the next one", generation)
+            log.info("replication: generation %d is sealed; waiting for the next one", generation)
             self.ready = False
 
     def _report_progress(self) -> None:
         behind, now = self.stream_last - self.position.sequence, time.monotonic()
         if behind and now - self._progress_at >= PROGRESS_EVERY:
             self._progress_at = now
-            log.warning("replication: catching up: applied %d of %d", self.position.sequence, self.stream_last)
+            log.info("replication: catching up: applied %d of %d", self.position.sequence, self.stream_last)
         elif not behind and self._progress_at:
             self._progress_at = 0.0
-            log.warning("replication: caught up at %d", self.position.sequence)
+            log.info("replication: caught up at %d", self.position.sequence)
 
     def catch_up(self, deadline: float) -> None:
         """Apply everything the stream holds now (or stop at its seal)."""
@@ -282,6 +286,9 @@ class ReplicatedCommitter:
                 if time.monotonic() > deadline:
                     raise
                 self.pump(TICK)
+        if target < self.position.sequence:              # not the stream this node followed
+            self.ready = False
+            raise Unreachable("writing: the stream holds less than this node applied; is it the same stream?")
         self.stream_last = max(self.stream_last, target)
         while self.position.sequence < target and not self.sealed and self.ready:
             if time.monotonic() > deadline:

@@ -88,7 +88,7 @@ SWITCH_WAIT = 30.0           # seconds a rebuild waits for another node's switch
 def adopt(c: Node, control: Control) -> None:
     """Replace this node's store by one built from generation ``control.generation``."""
     store, generation = c.store, control.generation
-    log.warning("replication: moving to generation %d of the stream", generation)
+    log.info("replication: moving to generation %d of the stream", generation)
     tmp = os.path.join(store.path, COMPACT_DIR)
     with store.read() as tx:
         carried, io = store.carried_meta(tx), store.io_counters(tx.txn)
@@ -112,7 +112,7 @@ def adopt(c: Node, control: Control) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     c.position, c.sealed, c.stream_last = position, sealed, position.sequence
     c.caught_up_at = time.time()
-    log.warning("replication: on generation %d at %d", generation, position.sequence)
+    log.info("replication: on generation %d at %d", generation, position.sequence)
 
 
 def _fill(c: Node, fresh: EventStore, control: Control) -> tuple[Position, bool]:
