@@ -26,7 +26,7 @@ from server.maintenance import differences, dump_projections
 from server.replication import Settings
 from server.service import MemoryService
 from tools import _proc
-from tools._nats import Cluster, served_replicated
+from tools._nats import Cluster, files_holding, served_replicated
 from tools.mcp_client import call, ok
 
 pytestmark = pytest.mark.replication
@@ -176,3 +176,37 @@ def test_with_every_server_down_writes_fail_with_io_error_reads_go_on_and_writes
         assert svc.health()["status"] == "OK"
     finally:
         svc.close()
+
+
+# ------------------------------------------------------------ a switch cut short
+@pytest.mark.anyio
+async def test_a_node_killed_during_rebuild_index_leaves_a_switch_any_node_finishes(cluster, tmp_path):
+    work, victim = str(tmp_path), str(tmp_path / "victim")
+    other = node(cluster, str(tmp_path / "other"), write_timeout=3.0)
+    try:
+        keep = other.write_message("s", "user", "kept", Metadata())["message"]["message_id"]
+        gone = other.write_message("s", "user", "the OrangeWalrus code", Metadata())["message"]["message_id"]
+        assert other.delete_message(gone, None) == {"status": "OK"}
+        async with served_replicated(victim, work, cluster.urls, STREAM) as (client, pid):
+            assert (await ok(client, "get_system_health"))["replication"]["applied_sequence"] >= 0
+            while (await ok(client, "get_system_health"))["active_messages"] < 1:
+                await anyio.sleep(0.01)                     # it has caught up
+            async with anyio.create_task_group() as tg:
+                async def rebuild() -> None:
+                    try:
+                        await call(client, "rebuild_index")
+                    except Exception:                       # the connection died with the process
+                        pass
+                tg.start_soon(rebuild)
+                await anyio.sleep(0)                        # the request is on its way
+                _proc.kill_pid(pid)
+        result = other.rebuild()                            # finishes or redoes the switch, whatever was done
+        assert result["status"] == "OK" and result["messages_indexed"] == 1
+        after = other.write_message("s", "user", "after", Metadata())["message"]["message_id"]
+        async with served_replicated(victim, work, cluster.urls, STREAM, extra=("--sync-reads",)) as (client, _):
+            history = await ok(client, "read_messages", {"session_id": "s", "limit": 10})
+        assert [m["message_id"] for m in history["history"]] == [keep, after] == session_ids(other, "s")
+    finally:
+        other.close()
+    assert differences(victim) == []
+    assert files_holding([cluster.workdir, work], b"orangewalrus") == []

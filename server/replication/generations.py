@@ -22,8 +22,9 @@ the log as one ``MessageWritten`` per live message — on the stream:
 A node that was down meanwhile finds the control record ahead of its store
 when it comes back and adopts the current generation the same way.  If the
 node running ``rebuild_index`` dies between 1 and 3, writes wait (``IO_ERROR``
-past their deadline) until ``rebuild_index`` is run on any node: it finishes
-the switch from its own state, which is the same at the seal on every node.
+past their deadline) until ``rebuild_index`` is run on any node: once the
+switch has made no progress for twice the write timeout, it finishes the
+switch from its own state, which is the same at the seal on every node.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from eventstore.store import COMPACT_DIR, DATA_FILE, EventStore, Tx
 from . import layout
 from .apply import Position, apply_records, raise_last_id, write_position
 from .layout import Control
-from .link import Link, Refused, Unreachable
+from .link import Gone, Link, Refused, Unreachable
 from .settings import Settings
 
 LiveEvents = Callable[[Tx], tuple[int, Iterator[MessageWritten]]]
@@ -82,7 +83,6 @@ class Node(Protocol):
 
 log = logging.getLogger("convmem")
 PUBLISH_CHUNK = 1000
-SWITCH_WAIT = 30.0           # seconds a rebuild waits for another node's switch to finish
 
 
 def adopt(c: Node, control: Control) -> None:
@@ -147,25 +147,22 @@ def _fill(c: Node, fresh: EventStore, control: Control) -> tuple[Position, bool]
 
 def rebuild(c: Node) -> dict[str, int]:
     """``rebuild_index`` of a replicated store (on the writer thread)."""
-    deadline = time.monotonic() + SWITCH_WAIT
+    wait = 2 * c.settings.write_timeout
     store = c.store
     bytes_before = store.file_size()
     with store.read() as tx:
         records = store.event_count(tx)
-    was_sealed = c.sealed
     if not c.sealed:
-        c.ready_for_write(deadline)
-        _seal(c, deadline)
+        c.ready_for_write(time.monotonic() + wait)
+        _seal(c, time.monotonic() + wait)
     old = c.position.generation
     if c.sealed_by_me:
         control = _switch(c, old + 1)
     else:
         try:
-            control = _await_switch(c, old, deadline)
+            control = _await_switch(c, old, wait)
         except Unreachable:
-            if not was_sealed:
-                raise
-            log.warning("replication: generation %d was sealed and never replaced: finishing the switch", old)
+            log.warning("replication: generation %d was sealed and its switch made no progress: finishing it", old)
             control = _switch(c, old + 1)            # its sealer died: the state at the seal is the same here
     adopt(c, control)
     c.follow_from_here()
@@ -195,13 +192,22 @@ def _switch(c: Node, generation: int) -> Control:
     return control
 
 
-def _await_switch(c: Node, old: int, deadline: float) -> Control:
+def _await_switch(c: Node, old: int, wait: float) -> Control:
+    """The next generation's control record, once another node wrote it; ``Unreachable``
+    when its switch made no progress (no new message in the next stream) for ``wait`` seconds."""
+    deadline, seen = time.monotonic() + wait, -1
     while True:
         control = c.link.control()
         if control.generation > old:
             return control
+        try:
+            filled = c.link.last_sequence(old + 1)
+        except Gone:
+            filled = -1
+        if filled != seen:
+            seen, deadline = filled, time.monotonic() + wait
         if time.monotonic() > deadline:
-            raise Unreachable("rebuild_index: another node is switching the stream generation; try again")
+            raise Unreachable("rebuild_index: another node's switch of the stream generation stopped")
         c.pump(0.2)
 
 

@@ -220,21 +220,21 @@ class Link:
         self._submit(restart()).result(CALL_TIMEOUT)
 
     async def _follow(self, generation: int, start: int) -> None:
+        cursor = [start]                 # the next sequence to ask for, kept across consumers
         while True:
             try:
                 if self._nc is None or not self.connected:
                     await asyncio.sleep(RETRY_WAIT)
                     continue
-                start = await self._read_from(generation, start)
+                await self._read_from(generation, cursor)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:          # gone, disconnected, leader lost: start over
-                self._on_records(generation, [])
+            except Exception as exc:          # gone, disconnected, leader lost: a new consumer
                 log.debug("replication: following the stream failed (%s); retrying", exc)
                 await asyncio.sleep(RETRY_WAIT)
 
-    async def _read_from(self, generation: int, start: int) -> int:
-        config = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start,
+    async def _read_from(self, generation: int, cursor: list[int]) -> None:
+        config = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=cursor[0],
                                     ack_policy=api.AckPolicy.NONE, inactive_threshold=30.0, num_replicas=1,
                                     mem_storage=True)
         sub = await self._js.pull_subscribe(layout.root(self.base, generation) + ".>",
@@ -252,7 +252,7 @@ class Link:
                 idle = 0
                 records = [_record(m) for m in msgs if m.reply]
                 if records:
-                    start = records[-1].seq + 1
+                    cursor[0] = records[-1].seq + 1
                     self._on_records(generation, records)
         finally:
             try:
