@@ -109,11 +109,12 @@ class WriteTx(Tx):
         self.txn.put(b"last_id", raw, db=self.dbs["meta"])
         return ids.to_str(raw)
 
-    def append(self, event: Event, project: bool = True) -> int:
+    def append(self, event: Event, project: bool = True, raw: bytes | None = None) -> int:
         """Append ``event`` to the log and apply every projector to it (unless
         ``project`` is False: then the read models fall behind the log until
-        a replay, as compaction does)."""
-        raw = codec.encode_event(event)
+        a replay, as compaction does).  ``raw``: the event's encoding, when the
+        caller has it already (a replica storing the bytes it was sent)."""
+        raw = codec.encode_event(event) if raw is None else raw
         if self._next_seq is None:
             self._next_seq = self.store.last_sequence(self) + 1
         seq = self._next_seq

@@ -96,7 +96,7 @@ def apply_records(store: EventStore, position: Position, sealed: bool, records: 
                 out.sealed = True
                 continue
             event = codec.decode_event(record.data)
-            if w.append(event) != position.offset + seq:
+            if w.append(event, raw=record.data) != position.offset + seq:
                 raise CorruptStoreError("the local log and the stream number events differently")
             if isinstance(event, MessageWritten):
                 top = max(top, to_bytes(event.message.message_id))

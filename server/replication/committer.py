@@ -49,7 +49,7 @@ log = logging.getLogger("convmem")
 
 Command = Callable[[WriteTx], object]
 TICK = 0.2                   # seconds between two tries to get ready while idle
-APPLY_BATCH = 2000           # stream messages per local transaction when catching up
+APPLY_BATCH = 20_000         # stream messages per local transaction at most (when catching up)
 PROGRESS_EVERY = 2.0         # seconds between two progress lines of a long catch-up
 _STOP = ("stop",)
 
@@ -163,7 +163,7 @@ class ReplicatedCommitter:
                 continue
             if item[0] == "records":
                 try:
-                    self._apply(item[1], item[2])
+                    self._apply(item[1], self._gather(item))
                 except Exception:                      # the batch is read again from the stored position
                     log.exception("replication: applying the stream's events failed")
                     self.ready = False
@@ -185,9 +185,24 @@ class ReplicatedCommitter:
         if item is None:
             return
         if item[0] == "records":
-            self._apply(item[1], item[2])
+            self._apply(item[1], self._gather(item))
         else:
             self.deferred.append(item)
+
+    def _gather(self, item: tuple) -> list[Record]:
+        """The records of ``item`` and of the batches queued right behind it (one transaction
+        for all: a catch-up applies at replay speed); what follows them waits its turn."""
+        records = list(item[2])
+        while len(records) < APPLY_BATCH and not self.deferred:
+            try:
+                following = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if following[0] == "records" and following[1] == item[1]:
+                records += following[2]
+            else:
+                self.deferred.append(following)
+        return records
 
     def take(self, timeout: float) -> tuple | None:
         try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -42,7 +43,7 @@ T = TypeVar("T")
 
 CALL_TIMEOUT = 5.0            # seconds a call into the loop may take
 PUBLISH_TIMEOUT = 2.0         # one publish attempt (the committer retries)
-FETCH_BATCH = 2000
+FETCH_BATCH = 5000
 FETCH_WAIT = 0.5              # a pull request's expiry when nothing is new
 IDLE_CHECK = 10               # idle fetches between two checks that the consumer still exists
 RETRY_WAIT = 0.25
@@ -116,7 +117,7 @@ class Link:
             try:
                 self._nc = await nats.connect(
                     servers=list(self.servers), name="convmem", connect_timeout=1, reconnect_time_wait=0.25,
-                    max_reconnect_attempts=-1, allow_reconnect=True, ping_interval=2, max_outstanding_pings=2,
+                    max_reconnect_attempts=-1, allow_reconnect=True, ping_interval=5, max_outstanding_pings=3,
                     error_cb=self._on_error, disconnected_cb=self._on_disconnected,
                     reconnected_cb=self._on_reconnected)
                 self._js = self._nc.jetstream(timeout=PUBLISH_TIMEOUT)
@@ -198,17 +199,51 @@ class Link:
         return ack.seq
 
     def publish_all(self, items: list[tuple[str, bytes, str]], first_expected: int) -> int:
-        """Publish ``(subject, data, msg_id)`` in order, pipelined, each expecting the one
-        before it; the last sequence."""
-        async def run() -> int:
-            futures = []
+        """Publish ``(subject, data, msg_id)`` in order, each expecting the stream's last
+        sequence to be the one before it (the first: ``first_expected``); the last sequence.
+        The first goes alone — refused, nothing else is sent (a stale expectation could
+        otherwise match further on) — then the rest pipelined.  Another node's event can
+        still land among them if it was published right behind one of them: each is a
+        fact of its own, and a command refused half way is run again (an import then adds
+        what is missing).  (Not nats-py's ``publish_async``: an error answer raises inside
+        its callback and leaves the publish waiting forever.)"""
+        return self._call(self._pipelined(items, first_expected), "publishing to the stream",
+                          PUBLISH_TIMEOUT + len(items) / 500)
+
+    async def _pipelined(self, items: list[tuple[str, bytes, str]], first_expected: int) -> int:
+        prefix, answers, done, first = self._nc.new_inbox(), dict[int, dict](), asyncio.Event(), asyncio.Event()
+
+        async def on_answer(msg) -> None:
+            index = int(msg.subject.rsplit(".", 1)[1])
+            status = msg.headers.get(api.Header.STATUS.value) if msg.headers else None
+            answers[index] = ({"error": {"code": int(status), "description": "no stream answered"}}
+                              if status and not msg.data else json.loads(msg.data))
+            if index == 0:
+                first.set()
+            if len(answers) == len(items):
+                done.set()
+        sub = await self._nc.subscribe(prefix + ".*", cb=on_answer)
+        try:
             for i, (subject, data, msg_id) in enumerate(items):
                 headers = {api.Header.MSG_ID.value: msg_id,
                            api.Header.EXPECTED_LAST_SEQUENCE.value: str(first_expected + i)}
-                futures.append(await self._js.publish_async(subject, data, headers=headers))
-            acks = await asyncio.gather(*futures)
-            return acks[-1].seq if acks else first_expected
-        return self._call(run(), "publishing to the stream", PUBLISH_TIMEOUT + len(items) / 1000)
+                await self._nc.publish(subject, data, reply=f"{prefix}.{i}", headers=headers)
+                if i == 0:         # the first alone: after a refusal nothing else goes out
+                    await asyncio.wait_for(first.wait(), PUBLISH_TIMEOUT)
+                    if "error" in answers[0]:
+                        break
+            if items and "error" not in answers[0]:
+                await done.wait()
+        finally:
+            await sub.unsubscribe()
+        for i in range(len(items)):                   # the first refusal is the one that counts
+            error = answers.get(i, {}).get("error")
+            if error:
+                raise nats.js.errors.APIError(code=error.get("code"), err_code=error.get("err_code"),
+                                              description=error.get("description"))
+            if answers[i].get("seq") != first_expected + i + 1:
+                raise Unreachable("publishing to the stream: an event was stored at an unexpected sequence")
+        return first_expected + len(items)
 
     # ------------------------------------------------------------ following
     def follow(self, generation: int, start: int) -> None:
@@ -234,30 +269,36 @@ class Link:
                 await asyncio.sleep(RETRY_WAIT)
 
     async def _read_from(self, generation: int, cursor: list[int]) -> None:
-        config = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=cursor[0],
+        """One consumer from ``cursor[0]`` on, pulled with plain requests into a callback:
+        nats-py's ``fetch`` costs a task per message, which halves the catch-up speed."""
+        stream = layout.stream(self.base, generation)
+        config = api.ConsumerConfig(name=self._nc._nuid.next().decode(),
+                                    filter_subject=layout.root(self.base, generation) + ".>",
+                                    deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=cursor[0],
                                     ack_policy=api.AckPolicy.NONE, inactive_threshold=30.0, num_replicas=1,
                                     mem_storage=True)
-        sub = await self._js.pull_subscribe(layout.root(self.base, generation) + ".>",
-                                            stream=layout.stream(self.base, generation), config=config)
+        consumer = (await self._js.add_consumer(stream, config=config)).name
+        pull = _Pull(self, generation, cursor)
+        sub = await self._nc.subscribe(self._nc.new_inbox(), cb=pull.on_msg)
+        request = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
         try:
             idle = 0
             while True:
-                try:
-                    msgs = await sub.fetch(batch=FETCH_BATCH, timeout=FETCH_WAIT)
-                except nats.errors.TimeoutError:
-                    idle += 1
-                    if idle % IDLE_CHECK == 0:
-                        await sub.consumer_info()     # raises when the consumer or its stream is gone
-                    continue
-                idle = 0
-                records = [_record(m) for m in msgs if m.reply]
-                if records:
-                    cursor[0] = records[-1].seq + 1
-                    self._on_records(generation, records)
+                pull.begin(FETCH_BATCH)
+                body = {"batch": FETCH_BATCH, "expires": int(FETCH_WAIT * 1e9)}
+                await self._nc.publish(request, json.dumps(body).encode(), reply=sub.subject)
+                await asyncio.wait_for(pull.done.wait(), FETCH_WAIT + CALL_TIMEOUT)
+                pull.deliver()
+                if pull.failed:
+                    raise Unreachable(f"following the stream: {pull.failed}")
+                idle = 0 if pull.count else idle + 1
+                if idle and idle % IDLE_CHECK == 0:
+                    await self._js.consumer_info(stream, consumer)    # raises when it or its stream is gone
         finally:
             try:
                 await sub.unsubscribe()
-            except Exception:                         # the connection may be gone already
+                await self._js.delete_consumer(stream, consumer)
+            except Exception:                         # the connection or the stream may be gone already
                 pass
 
     # ------------------------------------------------------------ closing
@@ -281,6 +322,46 @@ class Link:
         self._thread.join(2.0)
         if not self._thread.is_alive():
             self._loop.close()
+
+
+class _Pull:
+    """The messages of one pull request, handed on in chunks as they arrive."""
+
+    CHUNK = 1000
+
+    def __init__(self, link: Link, generation: int, cursor: list[int]) -> None:
+        self.link, self.generation, self.cursor = link, generation, cursor
+        self.done = asyncio.Event()
+        self.records: list[Record] = []
+        self.count = self.want = 0
+        self.failed = ""
+
+    def begin(self, want: int) -> None:
+        self.done.clear()
+        self.count, self.want = 0, want
+
+    async def on_msg(self, msg) -> None:
+        status = msg.headers.get(api.Header.STATUS.value) if msg.headers else None
+        if status is not None and not msg.data:
+            if status not in ("404", "408"):           # 404 no messages, 408 expired: the request ended
+                self.failed = f"{status} {msg.headers.get(api.Header.DESCRIPTION.value, '')}".strip()
+            self.done.set()
+            return
+        record = _record(msg)
+        if record.seq < self.cursor[0]:
+            return
+        self.records.append(record)
+        self.cursor[0] = record.seq + 1
+        self.count += 1
+        if len(self.records) >= self.CHUNK:
+            self.deliver()
+        if self.count >= self.want:
+            self.done.set()
+
+    def deliver(self) -> None:
+        if self.records:
+            self.link._on_records(self.generation, self.records)
+            self.records = []
 
 
 def _record(msg) -> Record:
