@@ -145,7 +145,7 @@ class Cluster:
     async def _answers(self, i: int) -> bool:
         import nats
         try:
-            nc = await nats.connect(self.url(i), connect_timeout=1, allow_reconnect=False)
+            nc = await nats.connect(self.url(i), connect_timeout=1, allow_reconnect=False, error_cb=_quiet)
         except Exception:
             return False
         try:
@@ -160,7 +160,7 @@ class Cluster:
         """The index of the server leading ``stream`` (None when there is no leader)."""
         async def ask() -> int | None:
             import nats
-            nc = await nats.connect(self.urls.split(","), connect_timeout=1)
+            nc = await nats.connect(self.urls.split(","), connect_timeout=1, error_cb=_quiet)
             try:
                 info = await nc.jetstream(timeout=2).stream_info(stream)
                 leader = info.cluster.leader if info.cluster else None
@@ -168,6 +168,10 @@ class Cluster:
             finally:
                 await nc.close()
         return asyncio.run(ask())
+
+
+async def _quiet(exc: Exception) -> None:
+    """Errors of our probing clients (a server just killed refuses connections): expected."""
 
 
 def files_holding(roots: list[str], needle: bytes) -> list[str]:

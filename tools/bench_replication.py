@@ -5,7 +5,8 @@
   --replicate`` over stdio: latency percentiles (target p50 ≤ 3 ms), and the
   same through a plain ``convmem serve`` for comparison;
 * ``catchup`` — a fresh node catching up on a stream of N events: events/s
-  (target ≥ 20,000);
+  (target ≥ 20,000), beside a local replay of the same store at the same moment
+  (the ceiling: the same projectors);
 * ``failover`` — sequential writes while the stream's leader is SIGKILLed:
   the longest write (the stall; target ≤ 10 s) and the acknowledged writes
   missing or doubled afterwards (target: none).
@@ -25,6 +26,8 @@ import time
 
 from eventstore.errors import StoreIOError
 from eventstore.events import Message, Metadata
+from eventstore.store import EventStore
+from projections.registry import Projector
 from server.replication import Settings
 from server.service import MemoryService
 from tools._nats import Cluster, served_replicated
@@ -83,8 +86,12 @@ def bench_catchup(cluster: Cluster, work: str, events: int) -> dict:
         applied = fresh.health()["replication"]["applied_sequence"]
     finally:
         fresh.close()
+    with EventStore(os.path.join(work, "c-fresh"), Projector()) as store:    # the same machine, the same moment
+        t = time.perf_counter()
+        replayed = store.rebuild_projections()
+        replay_rate = replayed / (time.perf_counter() - t)
     return {"catchup_events": applied, "catchup_seconds": round(elapsed, 2),
-            "catchup_events_per_s": round(applied / elapsed)}
+            "catchup_events_per_s": round(applied / elapsed), "local_replay_events_per_s": round(replay_rate)}
 
 
 def bench_failover(cluster: Cluster, work: str, run: int, writes: int = 600, kill_at: int = 200) -> dict:

@@ -97,20 +97,17 @@ class Link:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def _call(self, coro: Coroutine[Any, Any, T], action: str, timeout: float = CALL_TIMEOUT) -> T:
-        future = self._submit(self._bounded(coro, timeout))
+        if self._nc is None or not self.connected:
+            coro.close()
+            raise Unreachable(f"{action}: the stream is unreachable (not connected)")
+        future = self._submit(coro)
         try:
-            return future.result(timeout + 1.0)
+            return future.result(timeout)
         except StoreIOError:
             raise
         except (TimeoutError, nats.errors.Error, concurrent.futures.TimeoutError, OSError) as exc:
             future.cancel()
             raise _translate(exc, action) from exc
-
-    async def _bounded(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
-        if self._nc is None or not self.connected:
-            coro.close()
-            raise Unreachable("the stream is unreachable (not connected)")
-        return await asyncio.wait_for(coro, timeout)
 
     async def _connect_forever(self) -> None:
         while self._nc is None:
@@ -194,8 +191,8 @@ class Link:
         headers = {api.Header.MSG_ID.value: msg_id, api.Header.EXPECTED_LAST_SEQUENCE.value: str(expected)}
         if kind is not None:
             headers[layout.KIND_HEADER] = kind
-        ack = self._call(self._js.publish(subject, data, headers=headers), "publishing to the stream",
-                         PUBLISH_TIMEOUT)
+        ack = self._call(self._js.publish(subject, data, headers=headers, timeout=PUBLISH_TIMEOUT),
+                         "publishing to the stream", PUBLISH_TIMEOUT + 0.5)
         return ack.seq
 
     def publish_all(self, items: list[tuple[str, bytes, str]], first_expected: int) -> int:
