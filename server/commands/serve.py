@@ -4,6 +4,7 @@ over streamable HTTP with ``--http`` (docs/http.md)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 
 from ..replication import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, parse_settings
@@ -64,10 +65,8 @@ def _replication(args: argparse.Namespace) -> Settings:
         settings = parse_settings(args.replicate, args.stream, args.replicas, args.sync_reads)
     except ValidationError as exc:
         raise CommandError(exc.message) from None
-    try:
-        import nats  # noqa: F401  (the optional extra)
-    except ImportError:
-        raise CommandError("--replicate needs the NATS client: pip install 'tiny-convmem[replication]'") from None
+    if importlib.util.find_spec("nats") is None:              # the optional extra
+        raise CommandError("--replicate needs the NATS client: pip install 'tiny-convmem[replication]'")
     return settings
 
 
