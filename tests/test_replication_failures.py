@@ -161,6 +161,10 @@ def test_with_every_server_down_writes_fail_with_io_error_reads_go_on_and_writes
         health = svc.health()
         assert health["status"] == "DEGRADED" and health["last_error"]
         assert health["replication"]["connected"] is False
+        svc.close()                                                   # a node starts without the stream too
+        svc = node(cluster, str(tmp_path / "a"), write_timeout=2.0)
+        assert session_ids(svc, "s") == [before]
+        assert svc.health()["replication"]["connected"] is False
         cluster.start_all()
         after = None
         for _ in range(60):                                           # bounded: reconnects by itself

@@ -73,7 +73,7 @@ class ReplicatedCommitter:
         self.stream_last = self.position.sequence
         self.caught_up_at = time.time()
         self._progress_at = 0.0
-        self._seen: set[str] = set()
+        self._seen: set[str] | None = None     # while a command runs: the event ids applied meanwhile
         self._changed = threading.Condition()
         self._queue: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self.deferred: collections.deque[tuple] = collections.deque()
@@ -268,7 +268,8 @@ class ReplicatedCommitter:
         self.stream_last = max(self.stream_last, records[-1].seq + records[-1].pending)
         for start in range(0, len(records), APPLY_BATCH):
             applied = apply_records(self.store, self.position, self.sealed, records[start:start + APPLY_BATCH])
-            self._seen |= applied.ids
+            if self._seen is not None:
+                self._seen |= applied.ids
             with self._changed:
                 self.position, self.sealed = applied.position, applied.sealed
                 self._changed.notify_all()
@@ -312,9 +313,15 @@ class ReplicatedCommitter:
 
     # ------------------------------------------------------------ commands
     def _run_command(self, command: Command) -> object:
+        self._seen = set()
+        try:
+            return self._run_attempts(command)
+        finally:
+            self._seen = None
+
+    def _run_attempts(self, command: Command) -> object:
         deadline = time.monotonic() + self.settings.write_timeout
         unsure: list[tuple[set[str], object]] = []        # attempts refused after some of it may have landed
-        self._seen = set()
         while True:
             self.ready_for_write(deadline)
             state: dict[str, Any] = {}
@@ -324,8 +331,8 @@ class ReplicatedCommitter:
                 if "ids" in state:
                     unsure.append((state["ids"], state["result"]))
                 self.catch_up(deadline)
-                for ids, result in unsure:
-                    if ids <= self._seen:                  # our earlier attempt did land: it is done
+                for ids, result in unsure:                 # did an earlier attempt land after all?
+                    if self._seen is not None and ids <= self._seen:
                         return result
                 continue
             except (StoreIOError, CorruptStoreError):

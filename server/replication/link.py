@@ -311,6 +311,11 @@ class Link:
                     await asyncio.wait_for(self._nc.close(), 2.0)
                 except Exception:                      # closing a dead connection: nothing to save
                     pass
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in rest:                          # what the client left running (it was disconnected)
+                task.cancel()
+            if rest:
+                await asyncio.wait(rest, timeout=2.0)
         try:
             self._submit(shut()).result(5.0)
         except Exception:                              # the loop is stuck: the daemon thread dies with us
