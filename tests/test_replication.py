@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from eventstore.errors import ConflictError, NotFoundError, ValidationError
+from eventstore.errors import ConflictError, NotFoundError, StoreIOError, ValidationError
 from eventstore.events import Metadata
 from projections.search import Filters
 from server.maintenance import differences, dump_projections
@@ -242,3 +242,30 @@ def test_rebuild_erases_deleted_content_from_every_server_and_node_and_loses_no_
         down.close()
     roots = [cluster.workdir, str(tmp_path)]
     assert files_holding(roots, b"purplegiraffe") == []
+
+
+def test_a_seal_whose_node_died_before_the_switch_is_finished_by_rebuild_on_another_node(cluster, stream, tmp_path):
+    import time
+
+    from server.replication.generations import _seal
+    a = node(cluster, stream, str(tmp_path / "a"), write_timeout=1.0)
+    b = node(cluster, stream, str(tmp_path / "b"), write_timeout=1.0)
+    try:
+        kept = a.write_message("s", "user", "kept", Metadata())["message"]["message_id"]
+        assert a.replicated is not None
+        a.replicated.run(lambda: _seal(a.replicated, time.monotonic() + 10))     # then it "dies"
+        a.close()
+        with pytest.raises(StoreIOError, match="switching generations"):
+            b.write_message("s", "user", "refused while sealed", Metadata())
+        result = b.rebuild()                                # no progress for 2 s: b finishes the switch
+        assert result["messages_indexed"] == 1
+        after = b.write_message("s", "user", "after", Metadata())["message"]["message_id"]
+        a = node(cluster, stream, str(tmp_path / "a"), write_timeout=1.0)
+        caught_up(a, b)
+        for svc in (a, b):
+            assert svc.health()["replication"]["generation"] == 2
+            assert [m["message_id"] for m in svc.history("s", 10, None)["history"]] == [kept, after]
+        assert dump_projections(a.store) == dump_projections(b.store)
+    finally:
+        a.close()
+        b.close()
