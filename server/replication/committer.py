@@ -41,7 +41,7 @@ from eventstore.store import EventStore, WriteTx
 from . import layout
 from .apply import Position, apply_records, check_aligned, read_position, write_position
 from .generations import LiveEvents, adopt, rebuild
-from .layout import Control, Record
+from .layout import Record
 from .link import Gone, Link, Refused, Unreachable
 from .settings import Settings
 
@@ -73,6 +73,8 @@ class ReplicatedCommitter:
         self.stream_last = self.position.sequence
         self.caught_up_at = time.time()
         self._progress_at = 0.0
+        self._last_failure = ""
+        self.not_ready = ""                    # why the last try to get ready failed (for the error message)
         self._seen: set[str] | None = None     # while a command runs: the event ids applied meanwhile
         self._changed = threading.Condition()
         self._queue: queue.SimpleQueue[tuple] = queue.SimpleQueue()
@@ -156,19 +158,27 @@ class ReplicatedCommitter:
                 try:
                     self._try_ready()
                 except ConvMemError as exc:            # unreachable, or a generation to adopt failed: retried
+                    self.not_ready = exc.message
                     log.debug("replication: not ready: %s", exc.message)
-                except Exception:
-                    log.exception("replication: unexpected error getting ready")
+                except Exception as exc:
+                    self._failed("getting ready failed", exc)
             if item is None:
                 continue
             if item[0] == "records":
                 try:
                     self._apply(item[1], self._gather(item))
-                except Exception:                      # the batch is read again from the stored position
-                    log.exception("replication: applying the stream's events failed")
+                except Exception as exc:               # the batch is read again from the stored position
+                    self._failed("applying the stream's events failed", exc)
                     self.ready = False
             else:
                 self._serve(item)
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        """Log a failure of the loop once, not on every retry of it."""
+        text = f"{what}: {exc}"
+        if text != self._last_failure:
+            self._last_failure = text
+            log.error("replication: %s", text, exc_info=not isinstance(exc, ConvMemError))
 
     def _serve(self, item: tuple) -> None:
         kind, fn, future = item
@@ -233,7 +243,7 @@ class ReplicatedCommitter:
         """Read the stream on from this node's position; ready to write."""
         self.link.follow(self.position.generation, self.position.sequence + 1)
         with self._changed:
-            self.ready = True
+            self.ready, self.not_ready = True, ""
             self._changed.notify_all()
 
     def _set_position(self, position: Position) -> None:
@@ -246,12 +256,13 @@ class ReplicatedCommitter:
             try:
                 self.ready = self.ready and not self.sealed
                 self._try_ready()
-            except (Unreachable, Gone):
-                pass
+            except (Unreachable, Gone) as exc:
+                self.not_ready = exc.message
             if self.ready and not self.sealed:
                 return
             if time.monotonic() > deadline:
-                raise Unreachable("writing: the stream is unreachable or switching generations; "
+                why = "switching generations" if self.sealed else (self.not_ready or "not connected")
+                raise Unreachable(f"writing: the stream is unreachable or switching generations ({why}); "
                                   "nothing was written")
             self.pump(TICK)
 
@@ -399,7 +410,3 @@ class ReplicatedCommitter:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(TICK)
-
-    # ------------------------------------------------------------ generations
-    def current_control(self) -> Control:
-        return self.link.control()
