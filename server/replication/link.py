@@ -105,7 +105,8 @@ class Link:
             return future.result(timeout)
         except StoreIOError:
             raise
-        except (TimeoutError, nats.errors.Error, concurrent.futures.TimeoutError, OSError) as exc:
+        except (TimeoutError, nats.errors.Error, concurrent.futures.TimeoutError, OSError,
+                ValueError, KeyError) as exc:         # the last two: an answer that is not what JetStream sends
             future.cancel()
             raise _translate(exc, action) from exc
 
