@@ -348,6 +348,8 @@ class MemoryService:
                 "snapshot_valid": self.store.watermark(tx) == last, "last_error": self.last_error}
         if self.replicated is not None:
             report["replication"] = self.replicated.status()
+            if self.replicated.refused:        # it can never write: say so even before a write tries
+                report.update(status="DEGRADED", last_error=self.last_error or self.replicated.refused)
         return report
 
 

@@ -101,12 +101,31 @@ def test_without_replicate_nothing_imports_nats(tmp_path):
     assert out.stdout.strip() == "[]"
 
 
-def test_a_store_with_events_of_its_own_is_refused_as_a_node(cluster, stream, tmp_path):
-    path = str(tmp_path / "own")
-    with _plain(path) as plain:
-        plain.write_message("s", "user", "local only", Metadata())
-    with pytest.raises(ValidationError, match="empty store"):
-        node(cluster, stream, path)
+def test_a_store_of_its_own_seeds_an_empty_stream_and_is_refused_by_one_with_a_history(cluster, stream, tmp_path):
+    first, second = str(tmp_path / "own"), str(tmp_path / "other")
+    for path in (first, second):
+        with _plain(path) as plain:
+            kept = plain.write_message("s", "user", f"kept in {path}", Metadata())["message"]["message_id"]
+            gone = plain.write_message("s", "user", "deleted before", Metadata())["message"]["message_id"]
+            plain.update_message(kept, f"updated in {path}", {}, None)
+            plain.delete_message(gone, None)
+            last = plain.health()["last_sequence"]
+    seeded = node(cluster, stream, first)
+    seeded.write_message("s", "user", "after seeding", Metadata())          # it has seeded the stream now
+    empty, refused = node(cluster, stream, str(tmp_path / "empty")), node(cluster, stream, second, write_timeout=2.0)
+    try:
+        caught_up(seeded, empty)
+        assert contents(seeded) == contents(empty) == [f"updated in {first}", "after seeding"]
+        assert seeded.health()["last_sequence"] == last + 1                # its numbers go on
+        assert dump_projections(seeded.store) == dump_projections(empty.store)
+        with pytest.raises(StoreIOError, match="events of its own and the stream already has a history"):
+            refused.write_message("s", "user", "never", Metadata())
+        assert contents(refused) == [f"updated in {second}"]                # its reads still work
+        health = refused.health()
+        assert health["status"] == "DEGRADED" and "history" in health["last_error"]
+    finally:
+        for svc in (seeded, empty, refused):
+            svc.close()
 
 
 class _plain:

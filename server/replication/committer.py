@@ -35,12 +35,12 @@ from dataclasses import replace
 from typing import Any
 
 from eventstore import codec
-from eventstore.errors import ConvMemError, CorruptStoreError, StoreIOError, ValidationError
+from eventstore.errors import ConvMemError, CorruptStoreError, StoreIOError
 from eventstore.store import EventStore, WriteTx
 
 from . import layout
 from .apply import Position, apply_records, check_aligned, read_position, write_position
-from .generations import LiveEvents, adopt, rebuild
+from .generations import LiveEvents, adopt, rebuild, seed
 from .layout import Record
 from .link import Gone, Link, Refused, Unreachable
 from .settings import Settings
@@ -63,9 +63,8 @@ class ReplicatedCommitter:
         self.exclusive = exclusive
         with store.read() as tx:
             position, last = read_position(tx), store.last_sequence(tx)
-        if position is None and last:
-            raise ValidationError("--replicate: this store has events that are not in the stream; a replicated "
-                                  "node starts on an empty store (docs/replication.md)")
+        self.seeding = position is None and last > 0   # events of its own: they may seed an empty stream
+        self.refused = ""                      # why this node can never follow the stream (reads still work)
         self.position = position or Position(0, 0)
         self.sealed = position is not None and last == position.offset + position.sequence - 1
         self.sealed_by_me = False              # this node published the seal (it makes the next generation)
@@ -223,11 +222,19 @@ class ReplicatedCommitter:
     # ------------------------------------------------------------ readiness
     def _try_ready(self) -> None:
         """Connected, on the current generation, following it: then ``ready``."""
-        if not self.link.connected:
+        if not self.link.connected or self.refused:
             return
         control = self.link.control()
-        if self.position.generation == 0 and control.generation == 1:   # an empty store, a young stream
-            self.link.ensure(1)
+        if self.seeding:
+            try:
+                seed(self, control)
+            except Refused as exc:
+                self.refused = self.not_ready = exc.message
+                log.error("replication: %s", exc.message)
+                return
+            self.seeding = False
+        elif self.position.generation == 0 and control.generation == 1 and not control.offset:
+            self.link.ensure(1)                                          # an empty store, a young stream
             self._set_position(Position(1, 0))
         elif self.position.generation < control.generation:              # made anew from the current one
             adopt(self, control)
@@ -260,6 +267,8 @@ class ReplicatedCommitter:
                 self.not_ready = exc.message
             if self.ready and not self.sealed:
                 return
+            if self.refused:
+                raise Unreachable(f"writing: {self.refused}; nothing was written")
             if time.monotonic() > deadline:
                 why = "switching generations" if self.sealed else (self.not_ready or "not connected")
                 raise Unreachable(f"writing: the stream is unreachable or switching generations ({why}); "

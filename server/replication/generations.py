@@ -211,9 +211,30 @@ def _await_switch(c: Node, old: int, wait: float) -> Control:
         c.pump(0.2)
 
 
-def _publish_generation(c: Node, generation: int) -> Control:
-    """The live messages into a new stream ``generation`` (made anew); its control record."""
-    c.link.delete(generation)                   # what an interrupted switch left
+def seed(c: Node, control: Control) -> None:
+    """A node whose store has events of its own joins a stream that has none: its live
+    messages become generation 1 (as ``rebuild_index`` would write them), and its store
+    is made anew from there.  ``Refused`` when the stream has a history already."""
+    refused = Refused("this store has events of its own and the stream already has a history: a node joins "
+                      "an existing stream on an empty store (docs/replication.md)")
+    if control != Control():
+        raise refused
+    c.link.ensure(1)
+    if c.link.last_sequence(1) != 0:
+        raise refused
+    log.info("replication: seeding the stream with this store's live messages")
+    try:
+        control = _publish_generation(c, 1, fresh=False)
+    except Refused:                             # another node wrote first
+        raise refused from None
+    c.link.set_control(control)
+    adopt(c, control)
+
+
+def _publish_generation(c: Node, generation: int, fresh: bool = True) -> Control:
+    """The live messages into stream ``generation`` (made anew when ``fresh``); its control record."""
+    if fresh:
+        c.link.delete(generation)               # what an interrupted switch left
     c.link.ensure(generation)
     base = c.settings.stream
     with c.store.read() as tx:
