@@ -31,6 +31,7 @@ from tools.mcp_client import call, ok
 
 pytestmark = pytest.mark.replication
 STREAM = "F"
+BOUND = 120          # seconds a wait may take before the test fails instead of hanging (not a measurement)
 
 
 @pytest.fixture
@@ -116,8 +117,9 @@ async def test_a_node_killed_mid_write_and_mid_catch_up_restarts_with_identical_
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(load)
-                while len(acked) < 25:
-                    await anyio.sleep(0.01)
+                with anyio.fail_after(BOUND):
+                    while len(acked) < 25:
+                        await anyio.sleep(0.01)
                 _proc.kill_pid(pid)                       # a write is in flight
         assert len(acked) >= 25
 
@@ -126,10 +128,9 @@ async def test_a_node_killed_mid_write_and_mid_catch_up_restarts_with_identical_
                          1_720_000_000_000 + i) for i in range(6000)]
         assert reference.restore_messages(batch) == 6000
         async with served_replicated(victim, work, cluster.urls, STREAM) as (client, pid):
-            while True:                                   # kill it once it is catching up
-                applied = (await ok(client, "get_system_health"))["replication"]["applied_sequence"]
-                if applied > len(acked):
-                    break
+            with anyio.fail_after(BOUND):                 # kill it once it is catching up
+                while (await ok(client, "get_system_health"))["replication"]["applied_sequence"] <= len(acked):
+                    pass
             _proc.kill_pid(pid)
         reference.write_message("v", "assistant", "after the kills", Metadata())
         async with served_replicated(victim, work, cluster.urls, STREAM, extra=("--sync-reads",)) as (client, _):
@@ -193,8 +194,9 @@ async def test_a_node_killed_during_rebuild_index_leaves_a_switch_any_node_finis
         assert other.delete_message(gone, None) == {"status": "OK"}
         async with served_replicated(victim, work, cluster.urls, STREAM) as (client, pid):
             assert (await ok(client, "get_system_health"))["replication"]["applied_sequence"] >= 0
-            while (await ok(client, "get_system_health"))["active_messages"] < 1:
-                await anyio.sleep(0.01)                     # it has caught up
+            with anyio.fail_after(BOUND):
+                while (await ok(client, "get_system_health"))["active_messages"] < 1:
+                    await anyio.sleep(0.01)                 # it has caught up
             async with anyio.create_task_group() as tg:
                 async def rebuild() -> None:
                     try:
