@@ -81,12 +81,16 @@ class WriteTx(Tx):
 
     ``state`` is the projector's state for this transaction (begun on first
     use); the store flushes it before the commit and closes it afterwards.
+    ``before_commit`` holds callables run last, just before the commit (after
+    the flush): one that raises aborts the transaction (a replicated store
+    publishes the events appended there, and commits only if that worked).
     """
 
     store: Owner = None  # type: ignore[assignment]
     bulk: bool = False                      # a replay or a bulk import (set before the first event)
     appended: list[tuple[int, int]] = field(default_factory=list)
     watermark: int | None = None
+    before_commit: list[Callable[[WriteTx], None]] = field(default_factory=list)
     _next_seq: int | None = None
     _state: TxState | None = None
 
@@ -105,11 +109,12 @@ class WriteTx(Tx):
         self.txn.put(b"last_id", raw, db=self.dbs["meta"])
         return ids.to_str(raw)
 
-    def append(self, event: Event, project: bool = True) -> int:
+    def append(self, event: Event, project: bool = True, raw: bytes | None = None) -> int:
         """Append ``event`` to the log and apply every projector to it (unless
         ``project`` is False: then the read models fall behind the log until
-        a replay, as compaction does)."""
-        raw = codec.encode_event(event)
+        a replay, as compaction does).  ``raw``: the event's encoding, when the
+        caller has it already (a replica storing the bytes it was sent)."""
+        raw = codec.encode_event(event) if raw is None else raw
         if self._next_seq is None:
             self._next_seq = self.store.last_sequence(self) + 1
         seq = self._next_seq
@@ -123,11 +128,13 @@ class WriteTx(Tx):
         return seq
 
     def flush(self) -> None:
-        """Just before the commit: the projector's state, then the watermark."""
+        """Just before the commit: the projector's state, the watermark, then ``before_commit``."""
         if self._state is not None:
             self._state.flush(self)
         if self.watermark is not None:
             meta.put_int(self.txn, self.dbs["meta"], b"watermark", self.watermark)
+        for hook in self.before_commit:
+            hook(self)
 
     def ended(self) -> None:
         """After the commit or abort."""

@@ -235,10 +235,10 @@ def _error(rid: str | int | None, code: int, message: str) -> types.JSONRPCError
     return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
 
 
-async def serve_stdio(store_path: str) -> str | None:
+async def serve_stdio(store_path: str, **service_options) -> str | None:
     """Serve until stdin ends or SIGINT/SIGTERM arrives; the signal's name, if one stopped it."""
     from mcp.server.stdio import stdio_server
-    server = build_server(store_path, settle=True)
+    server = build_server(store_path, settle=True, **service_options)
 
     async def run() -> None:
         with claimed_stdin() as fd:

@@ -212,7 +212,7 @@ def bind(settings: HttpSettings) -> socket.socket:
     return sock
 
 
-async def serve_http(store_path: str, settings: HttpSettings) -> None:
+async def serve_http(store_path: str, settings: HttpSettings, **service_options) -> None:
     import uvicorn
 
     check_bind(settings)
@@ -222,7 +222,8 @@ async def serve_http(store_path: str, settings: HttpSettings) -> None:
     sock = bind(settings)
     guard = type("StallGuard", (_StallGuard,), {"read_timeout": settings.read_timeout})
     # proxy_headers off: X-Forwarded-* from a client is not trusted (and is one middleware less per request)
-    config = uvicorn.Config(build_app(store_path, settings, settle=True), http=guard, lifespan="on", log_config=None,
+    app = build_app(store_path, settings, settle=True, **service_options)
+    config = uvicorn.Config(app, http=guard, lifespan="on", log_config=None,
                             access_log=False, server_header=False, proxy_headers=False, timeout_keep_alive=KEEP_ALIVE,
                             limit_concurrency=MAX_CONNECTIONS, ssl_certfile=settings.certfile,
                             ssl_keyfile=settings.keyfile, timeout_graceful_shutdown=5)

@@ -5,6 +5,12 @@ the store's write transaction and append one event.  Views read the
 projections in one short read transaction.  ``rebuild`` compacts the store
 and excludes every other call while it runs.  The service remembers the last
 storage failure (``last_error``) for health until a later write succeeds.
+
+With ``replication`` (``convmem serve --replicate``) the writes go through a
+:class:`~server.replication.committer.ReplicatedCommitter` instead of the
+group committer: published to the stream before they commit, other nodes'
+events applied as they come; ``rebuild`` makes a new stream generation; health
+reports the lag.  See docs/replication.md.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from eventstore.compaction import compact
 from eventstore.errors import (
@@ -38,29 +45,50 @@ from projections.registry import Projector
 
 from . import cursors, render
 from ._rwlock import RWLock
+from .replication import Settings as ReplicationSettings
+
+if TYPE_CHECKING:
+    from .replication.committer import ReplicatedCommitter
 
 log = logging.getLogger("convmem")
 CONTEXT_CAP = 50
 
 
 class MemoryService:
-    def __init__(self, path: str, *, index_config: IndexConfig = term_index.DEFAULT, **store_options) -> None:
-        """``index_config``: the term index's knobs (tests use small ones)."""
+    def __init__(self, path: str, *, index_config: IndexConfig = term_index.DEFAULT,
+                 replication: ReplicationSettings | None = None, **store_options) -> None:
+        """``index_config``: the term index's knobs (tests use small ones); ``replication``:
+        where the stream is (None: a store of its own)."""
         self.path = path
         self.store = EventStore(path, Projector(index_config), **store_options)
         self.last_error = ""
         self._lock = RWLock()
-        self.committer = GroupCommitter(self.store)
+        self.replication = replication
+        self.replicated: ReplicatedCommitter | None = None
+        self.committer: GroupCommitter | ReplicatedCommitter
+        if replication is None:
+            self.committer = GroupCommitter(self.store)
+            return
+        from .replication import open_committer
+        try:
+            self.committer = self.replicated = open_committer(self.store, replication, self._live_events,
+                                                              self._lock.exclusive)
+        except BaseException:
+            self.store.close()
+            raise
 
     def close(self) -> None:
+        if self.replicated is not None:
+            self.replicated.close()     # outside the lock: its writer thread takes it to replace the file
         with self._lock.exclusive():
             self.committer.close()
             self.store.close()
 
     # ------------------------------------------------------------- commands
     def _write(self, command):
-        """``command`` in a durable commit, grouped with the other callers' writes of the moment."""
-        with self._lock.shared():
+        """``command`` in a durable commit, grouped with the other callers' writes of the moment
+        (replicated: the committer excludes the reads itself when it replaces the file)."""
+        with self._lock.shared() if self.replicated is None else contextlib.nullcontext():
             try:
                 result = self.committer.submit(command)
             except (StoreIOError, CorruptStoreError) as exc:
@@ -145,8 +173,12 @@ class MemoryService:
 
     # ---------------------------------------------------------------- reads
     @contextlib.contextmanager
-    def _read(self) -> Iterator[Tx]:
-        """Shared lock + one short read transaction; storage failures are remembered."""
+    def _read(self, synced: bool = True) -> Iterator[Tx]:
+        """Shared lock + one short read transaction; storage failures are remembered.
+        Replicated with ``sync_reads``, a read (``synced``) first waits until this node
+        has applied what the stream held when it began."""
+        if synced and self.replicated is not None and self.replicated.settings.sync_reads:
+            self.replicated.sync()
         with self._lock.shared():
             try:
                 with self.store.read() as tx:
@@ -265,12 +297,23 @@ class MemoryService:
 
     # -------------------------------------------------------- maintenance
     def rebuild(self) -> dict:
+        if self.replicated is not None:
+            return self._rebuild_replicated(self.replicated)
         with self._lock.exclusive():
             try:
                 result = compact(self.store, self._live_events)
             except (StoreIOError, CorruptStoreError) as exc:
                 self.last_error = exc.message
                 raise
+        self.last_error = ""
+        return {"status": "OK", **result}
+
+    def _rebuild_replicated(self, replicated: ReplicatedCommitter) -> dict:
+        try:
+            result = replicated.rebuild()
+        except (StoreIOError, CorruptStoreError) as exc:
+            self.last_error = exc.message
+            raise
         self.last_error = ""
         return {"status": "OK", **result}
 
@@ -285,7 +328,7 @@ class MemoryService:
         return stats.read(tx)["active"], events()
 
     def health(self) -> dict:
-        with self._read() as tx:
+        with self._read(synced=False) as tx:
             st = stats.read(tx)
             size = lambda *names: sum(self.store.db_bytes(tx, n) for n in names)
             estimate = {
@@ -305,6 +348,10 @@ class MemoryService:
                 "memory_estimate": {"total_bytes": sum(estimate.values()), **estimate},
                 "io": self.store.io_counters(tx.txn), "recovered_tail": self.store.recovered_tail,
                 "snapshot_valid": self.store.watermark(tx) == last, "last_error": self.last_error}
+        if self.replicated is not None:
+            report["replication"] = self.replicated.status()
+            if self.replicated.refused:        # it can never write: say so even before a write tries
+                report.update(status="DEGRADED", last_error=self.last_error or self.replicated.refused)
         return report
 
 

@@ -167,3 +167,10 @@ def test_the_cycle_finder_sees_a_cycle_through_relative_and_nested_imports(tmp_p
 def test_every_module_of_the_layers_is_short_enough_to_read_in_one_sitting(path):
     with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
         assert sum(1 for _ in fh) <= 450, f"{path} holds more than one concept: split it"
+
+
+@pytest.mark.parametrize("path", [p for pkg in LAYERS for p in modules(pkg)])
+def test_only_the_replication_package_imports_nats(path):
+    # nats-py is an optional extra: the rest of the server never needs it
+    if not path.replace(os.sep, "/").startswith("server/replication/"):
+        assert "nats" not in imported(path)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import sys
 
+from ..replication import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, parse_settings
 from ._common import CommandError, check_usable, store_path
 
 
@@ -27,6 +29,16 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                    help="another Origin to accept, e.g. https://example.org (repeatable)")
     p.add_argument("--read-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="close a connection that sends nothing for this long while a request is due (default 30)")
+    p.add_argument("--replicate", metavar="nats://HOST:PORT[,…]", default=None,
+                   help="replicated mode: the event log lives on NATS JetStream at these servers "
+                        "(needs the 'replication' extra; docs/replication.md)")
+    p.add_argument("--stream", default=DEFAULT_STREAM, metavar="NAME",
+                   help=f"with --replicate: the replicated store's name on the stream (default {DEFAULT_STREAM})")
+    p.add_argument("--replicas", type=int, default=DEFAULT_REPLICAS, metavar="N",
+                   help=f"with --replicate: copies of the stream kept by the cluster (default {DEFAULT_REPLICAS})")
+    p.add_argument("--sync-reads", action="store_true",
+                   help="with --replicate: every read first waits until this node has applied what the "
+                        "stream held when the read began (read-your-writes across nodes)")
     p.set_defaults(run=run)
 
 
@@ -43,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     path = store_path(args)
     check_usable(path)
+    options = {"replication": _replication(args)} if args.replicate is not None else {}
     if args.http is not None:
-        return _serve_http(path, args)
+        return _serve_http(path, args, options)
     import anyio
 
     from ..app import serve_stdio
@@ -52,11 +65,23 @@ def _run(args: argparse.Namespace) -> int:
     if sys.stdin is None or sys.stdout is None:        # closed when the process started
         raise CommandError("stdin or stdout is closed: `convmem serve` reads MCP requests on stdin and "
                            "answers on stdout (an MCP host connects both)")
-    anyio.run(serve_stdio, path)
+    anyio.run(lambda: serve_stdio(path, **options))
     return 0
 
 
-def _serve_http(store: str, args: argparse.Namespace) -> int:
+def _replication(args: argparse.Namespace) -> Settings:
+    """The replication settings from the flags; refused before anything starts when wrong."""
+    from eventstore.errors import ValidationError
+    try:
+        settings = parse_settings(args.replicate, args.stream, args.replicas, args.sync_reads)
+    except ValidationError as exc:
+        raise CommandError(exc.message) from None
+    if importlib.util.find_spec("nats") is None:              # the optional extra
+        raise CommandError("--replicate needs the NATS client: pip install 'tiny-convmem[replication]'")
+    return settings
+
+
+def _serve_http(store: str, args: argparse.Namespace, options: dict) -> int:
     import asyncio
 
     from ..auth import resolve_token
@@ -69,7 +94,7 @@ def _serve_http(store: str, args: argparse.Namespace) -> int:
                             allowed_hosts=tuple(args.allow_host), allowed_origins=tuple(args.allow_origin),
                             read_timeout=args.read_timeout)
     try:
-        asyncio.run(serve_http(store, settings))
+        asyncio.run(serve_http(store, settings, **options))
     except OSError as exc:
         raise CommandError(f"cannot listen on {args.http}: {exc.strerror or exc}") from None
     return 0

@@ -1,0 +1,37 @@
+"""Replication of the event log on NATS JetStream (``convmem serve --replicate``).
+
+The stream is the truth; this node's LMDB store is a materialized view of it.
+Nothing here imports ``nats`` at import time: :func:`open_committer` does,
+and only a replicated server calls it.  See docs/replication.md.
+
+* :mod:`.settings` — the flags, checked;
+* :mod:`.layout` — names: streams, subjects, message ids, the meta keys;
+* :mod:`.link` — the NATS client on its own event-loop thread, called from
+  the writer thread; its errors become ``IO_ERROR``;
+* :mod:`.apply` — stream messages into the local store (exactly once);
+* :mod:`.committer` — the writer thread: apply, run a command, publish, commit;
+* :mod:`.generations` — ``rebuild_index``: a new stream generation from the
+  live messages, every node switching to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .settings import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, parse_settings
+
+if TYPE_CHECKING:
+    from eventstore.store import EventStore
+
+    from .committer import ReplicatedCommitter
+    from .generations import LiveEvents
+
+def open_committer(store: EventStore, settings: Settings, live: LiveEvents,
+                   exclusive: Callable) -> ReplicatedCommitter:
+    """The writer of a replicated store (imports nats)."""
+    from .committer import ReplicatedCommitter
+    return ReplicatedCommitter(store, settings, live, exclusive)
+
+
+__all__ = ["DEFAULT_REPLICAS", "DEFAULT_STREAM", "Settings", "open_committer", "parse_settings"]

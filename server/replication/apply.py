@@ -1,0 +1,108 @@
+"""Stream messages into the local store, exactly once.
+
+The events of a batch are appended to the local log and projected by the
+existing projectors in one write transaction, which also stores the stream
+sequence reached (:data:`layout.SEQUENCE_KEY`): a crash keeps all of it or
+none of it, and a message at or below the stored sequence is skipped, so a
+redelivery changes nothing.  The local log numbers events as the stream does
+(this store's sequence is the stream's plus the generation's ``offset``, so
+that it never goes back across generations), which is checked on every
+transaction: a store written by something else than this node's replication
+(another process writing without the stream) is refused, not silently forked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from eventstore import codec, meta
+from eventstore.errors import CorruptStoreError
+from eventstore.events import MessageWritten
+from eventstore.ids import to_bytes
+from eventstore.store import EventStore, Tx, WriteTx
+
+from . import layout
+from .layout import Record
+
+ACTION = "applying the stream's events"
+
+
+@dataclass(frozen=True)
+class Position:
+    """The generation this store follows, the last stream sequence it includes, and the
+    offset of its local sequence numbers (local = ``offset`` + stream sequence)."""
+
+    generation: int
+    sequence: int
+    offset: int = 0
+
+
+def read_position(tx: Tx) -> Position | None:
+    """None for a store that never followed a stream."""
+    db = tx.db("meta")
+    generation = meta.find_int(tx.txn, db, layout.GENERATION_KEY)
+    if generation is None:
+        return None
+    return Position(generation, meta.get_int(tx.txn, db, layout.SEQUENCE_KEY),
+                    meta.get_int(tx.txn, db, layout.OFFSET_KEY))
+
+
+def write_position(w: WriteTx, position: Position) -> None:
+    db = w.db("meta")
+    meta.put_int(w.txn, db, layout.GENERATION_KEY, position.generation)
+    meta.put_int(w.txn, db, layout.SEQUENCE_KEY, position.sequence)
+    meta.put_int(w.txn, db, layout.OFFSET_KEY, position.offset)
+
+
+def check_aligned(store: EventStore, tx: Tx, position: Position, sealed: bool) -> None:
+    """The local log ends where the stream position says (one less after a seal)."""
+    last = store.last_sequence(tx)
+    if last != position.offset + position.sequence - int(sealed):
+        raise CorruptStoreError(f"the local log ends at {last} but the stream position is {position.sequence}: "
+                                "the store was written outside replication; start this node on an empty store")
+
+
+@dataclass
+class Applied:
+    """What one batch did: the new position, whether it met the seal, the event ids it carried."""
+
+    position: Position
+    sealed: bool = False
+    ids: set[str] = field(default_factory=set)
+
+
+def raise_last_id(store: EventStore, w: WriteTx, top: bytes) -> None:
+    """New ids of this node stay after every id written anywhere so far."""
+    if top > store.carried_meta(w).get(b"last_id", b""):
+        store.restore_meta(w, {b"last_id": top})
+
+
+def apply_records(store: EventStore, position: Position, sealed: bool, records: Sequence[Record]) -> Applied:
+    """Append and project ``records`` (consecutive, starting right after ``position``)."""
+    def body(w: WriteTx) -> Applied:
+        check_aligned(store, w, position, sealed)
+        w.bulk = len(records) > 1            # projectors may hold their work until the flush
+        out, top, seq = Applied(position, sealed), b"", position.sequence
+        for record in records:
+            if out.sealed:
+                raise CorruptStoreError("the stream has messages after its seal")
+            if record.seq != seq + 1:
+                raise CorruptStoreError("stream messages are not consecutive")
+            seq = record.seq
+            if record.msg_id:
+                out.ids.add(record.msg_id)
+            if record.kind == layout.SEAL:
+                out.sealed = True
+                continue
+            event = codec.decode_event(record.data)
+            if w.append(event, raw=record.data) != position.offset + seq:
+                raise CorruptStoreError("the local log and the stream number events differently")
+            if isinstance(event, MessageWritten):
+                top = max(top, to_bytes(event.message.message_id))
+        if top:
+            raise_last_id(store, w, top)
+        out.position = replace(position, sequence=seq)
+        write_position(w, out.position)
+        return out
+    return store.maintain(body, ACTION)

@@ -1,0 +1,257 @@
+"""Stream generations: ``rebuild_index`` in replicated mode, and a node moving to a new one.
+
+Deleting or purging a message clears it from the stream's files but not from
+the stream's raft log; re-creating the stream from the live messages does.
+So ``rebuild_index`` does here what compaction does locally — re-materialize
+the log as one ``MessageWritten`` per live message — on the stream:
+
+1. **seal** generation N: publish a seal expecting the last sequence this node
+   applied (refused → catch up, try again).  No event can follow it: every
+   writer publishes expecting the sequence it applied, and a node that applies
+   the seal stops writing until the next generation is there;
+2. publish the live messages of this node (which applied everything up to the
+   seal, as every node will) into a new stream N+1, in message id order;
+3. write the control record (current generation N+1): from here on nodes
+   move to N+1 and writes go on there (a write refused by the seal is run
+   again on N+1 — nothing acknowledged is lost, since every acknowledged
+   event is before the seal and so in the live state copied);
+4. every node **adopts** N+1: it builds a fresh store from the new stream in
+   ``compact.tmp/`` and renames it over its data file (the local erasure);
+5. delete stream N.
+
+A node that was down meanwhile finds the control record ahead of its store
+when it comes back and adopts the current generation the same way.  If the
+node running ``rebuild_index`` dies between 1 and 3, writes wait (``IO_ERROR``
+past their deadline) until ``rebuild_index`` is run on any node: once the
+switch has made no progress for twice the write timeout, it finishes the
+switch from its own state, which is the same at the seal on every node.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from functools import partial
+from typing import Protocol
+
+from eventstore import codec, files
+from eventstore.events import MessageWritten
+from eventstore.store import COMPACT_DIR, DATA_FILE, EventStore, Tx
+
+from . import layout
+from .apply import Position, apply_records, raise_last_id, write_position
+from .layout import Control
+from .link import Gone, Link, Refused, Unreachable
+from .settings import Settings
+
+LiveEvents = Callable[[Tx], tuple[int, Iterator[MessageWritten]]]
+
+
+class Node(Protocol):
+    """What a switch needs of the writer (:class:`~.committer.ReplicatedCommitter`)."""
+
+    store: EventStore
+    settings: Settings
+    link: Link
+    live: LiveEvents
+    exclusive: Callable[[], AbstractContextManager]
+    position: Position
+    sealed: bool
+    ready: bool
+    sealed_by_me: bool
+    stream_last: int
+    caught_up_at: float
+    deferred: collections.deque[tuple]
+
+    def take(self, timeout: float) -> tuple | None:
+        """The next item queued for the writer, None after ``timeout`` seconds."""
+
+    def pump(self, timeout: float) -> None:
+        """Apply what arrives within ``timeout``; hold anything else."""
+
+    def catch_up(self, deadline: float) -> None: ...
+
+    def ready_for_write(self, deadline: float) -> None: ...
+
+    def follow_from_here(self) -> None: ...
+
+log = logging.getLogger("convmem")
+PUBLISH_CHUNK = 1000
+
+
+def adopt(c: Node, control: Control) -> None:
+    """Replace this node's store by one built from generation ``control.generation``."""
+    store, generation = c.store, control.generation
+    log.info("replication: moving to generation %d of the stream", generation)
+    tmp = os.path.join(store.path, COMPACT_DIR)
+    with store.read() as tx:
+        carried, io = store.carried_meta(tx), store.io_counters(tx.txn)
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with EventStore(tmp, store.projector, clock=store.clock, rng=store.rng, map_size=store.map_size,
+                        private=True) as fresh:
+            position, sealed = _fill(c, fresh, control)
+
+            def finish(w) -> None:
+                fresh.set_io_counters(w, dict(io, replace_calls=io["replace_calls"] + 1))
+                fresh.restore_meta(w, {b"secret": carried[b"secret"]} if b"secret" in carried else {})
+                raise_last_id(fresh, w, carried.get(b"last_id", b""))
+                write_position(w, position)
+            fresh.maintain(finish, "moving to a new stream generation")
+            fresh.sync()
+        files.fsync_path(os.path.join(tmp, DATA_FILE))
+        with c.exclusive():
+            store.replace_data_file(os.path.join(tmp, DATA_FILE))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    c.position, c.sealed, c.stream_last = position, sealed, position.sequence
+    c.caught_up_at = time.time()
+    log.info("replication: on generation %d at %d", generation, position.sequence)
+
+
+def _fill(c: Node, fresh: EventStore, control: Control) -> tuple[Position, bool]:
+    """Everything the generation holds now, applied to ``fresh`` (numbered from its offset on)."""
+    generation = control.generation
+    target = c.link.last_sequence(generation)
+    position, sealed = Position(generation, 0, control.offset), False
+    fresh.maintain(lambda w: fresh.set_sequence_floor(w, control.offset), "moving to a new stream generation")
+    c.link.follow(generation, 1)
+    quiet_since = time.monotonic()
+    while position.sequence < target and not sealed:
+        item = c.take(0.2)
+        if item is None:
+            if time.monotonic() - quiet_since > 30.0:
+                raise Unreachable("moving to a new stream generation: the stream stopped delivering")
+            continue
+        if item[0] != "records":
+            c.deferred.append(item)
+            continue
+        quiet_since = time.monotonic()
+        records = [r for r in item[2] if item[1] == generation and r.seq > position.sequence]
+        if records and records[0].seq != position.sequence + 1:
+            c.link.follow(generation, position.sequence + 1)
+            continue
+        for start in range(0, len(records), 2000):
+            applied = apply_records(fresh, position, sealed, records[start:start + 2000])
+            position, sealed = applied.position, applied.sealed
+        if records:
+            log.info("replication: generation %d: %d of %d", generation, position.sequence, target)
+    return position, sealed
+
+
+def rebuild(c: Node) -> dict[str, int]:
+    """``rebuild_index`` of a replicated store (on the writer thread)."""
+    wait = 2 * c.settings.write_timeout
+    store = c.store
+    bytes_before = store.file_size()
+    with store.read() as tx:
+        records = store.event_count(tx)
+    if not c.sealed:
+        c.ready_for_write(time.monotonic() + wait)
+        _seal(c, time.monotonic() + wait)
+    old = c.position.generation
+    if c.sealed_by_me:
+        control = _switch(c, old + 1)
+    else:
+        try:
+            control = _await_switch(c, old, wait)
+        except Unreachable:
+            log.warning("replication: generation %d was sealed and its switch made no progress: finishing it", old)
+            control = _switch(c, old + 1)            # its sealer died: the state at the seal is the same here
+    adopt(c, control)
+    c.follow_from_here()
+    c.link.delete(old)
+    return {"messages_indexed": control.initial, "records_removed": max(0, records - control.initial),
+            "bytes_before": bytes_before, "bytes_after": store.file_size()}
+
+
+def _seal(c: Node, deadline: float) -> None:
+    while not c.sealed:
+        position = c.position
+        try:
+            seq = c.link.publish(layout.seal_subject(c.settings.stream, position.generation), b"",
+                                 layout.event_id(position.sequence + 1, b"seal"), position.sequence, layout.SEAL)
+        except Refused:
+            c.catch_up(deadline)
+            continue
+        sealed_at = replace(position, sequence=seq)
+        c.store.maintain(partial(write_position, position=sealed_at), "sealing the stream generation")
+        c.position, c.sealed, c.ready, c.sealed_by_me = sealed_at, True, False, True
+
+
+def _switch(c: Node, generation: int) -> Control:
+    control = _publish_generation(c, generation)
+    c.link.set_control(control)
+    c.sealed_by_me = False
+    return control
+
+
+def _await_switch(c: Node, old: int, wait: float) -> Control:
+    """The next generation's control record, once another node wrote it; ``Unreachable``
+    when its switch made no progress (no new message in the next stream) for ``wait`` seconds."""
+    deadline, seen = time.monotonic() + wait, -1
+    while True:
+        control = c.link.control()
+        if control.generation > old:
+            return control
+        try:
+            filled = c.link.last_sequence(old + 1)
+        except Gone:
+            filled = -1
+        if filled != seen:
+            seen, deadline = filled, time.monotonic() + wait
+        if time.monotonic() > deadline:
+            raise Unreachable("rebuild_index: another node's switch of the stream generation stopped")
+        c.pump(0.2)
+
+
+def seed(c: Node, control: Control) -> None:
+    """A node whose store has events of its own joins a stream that has none: its live
+    messages become generation 1 (as ``rebuild_index`` would write them), and its store
+    is made anew from there.  ``Refused`` when the stream has a history already."""
+    refused = Refused("this store has events of its own and the stream already has a history: a node joins "
+                      "an existing stream on an empty store (docs/replication.md)")
+    if control != Control():
+        raise refused
+    c.link.ensure(1)
+    if c.link.last_sequence(1) != 0:
+        raise refused
+    log.info("replication: seeding the stream with this store's live messages")
+    try:
+        control = _publish_generation(c, 1, fresh=False)
+    except Refused:                             # another node wrote first
+        raise refused from None
+    c.link.set_control(control)
+    adopt(c, control)
+
+
+def _publish_generation(c: Node, generation: int, fresh: bool = True) -> Control:
+    """The live messages into stream ``generation`` (made anew when ``fresh``); its control record."""
+    if fresh:
+        c.link.delete(generation)               # what an interrupted switch left
+    c.link.ensure(generation)
+    base = c.settings.stream
+    with c.store.read() as tx:
+        count, events = c.live(tx)
+        chunk: list[tuple[str, bytes, str]] = []
+        last = 0
+        for event in events:
+            raw = codec.encode_event(event)
+            seq = last + len(chunk) + 1
+            chunk.append((layout.event_subject(base, generation, event.message.message_id), raw,
+                          layout.event_id(seq, raw)))
+            if len(chunk) == PUBLISH_CHUNK:
+                last = c.link.publish_all(chunk, last)
+                chunk = []
+        if chunk:
+            last = c.link.publish_all(chunk, last)
+    if last != count:
+        raise Unreachable("rebuild_index: the new stream generation does not hold every live message")
+    with c.store.read() as tx:              # local numbers go on from where the sealed generation ended
+        return Control(generation, count, c.store.last_sequence(tx) - count)

@@ -1,0 +1,290 @@
+"""Replication on NATS JetStream: nodes on one stream behave like one store.
+
+A 3-server JetStream cluster on loopback (``sync_interval: always``) is shared
+by the module; each test uses a stream name of its own.  Nodes are
+:class:`MemoryService` objects in this process (the failure tests in
+``test_replication_failures.py`` run real ``convmem serve`` processes).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from eventstore.errors import ConflictError, NotFoundError, StoreIOError, ValidationError
+from eventstore.events import Metadata
+from projections.search import Filters
+from server.maintenance import differences, dump_projections
+from server.replication import Settings, parse_settings
+from server.service import MemoryService
+from tools._nats import Cluster, files_holding
+
+pytestmark = pytest.mark.replication
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with Cluster(str(tmp_path_factory.mktemp("nats")), size=3) as c:
+        yield c
+
+
+@pytest.fixture
+def stream(request) -> str:
+    return "T" + str(abs(hash(request.node.name)) % 10**8)
+
+
+@pytest.fixture
+def nodes(cluster, stream, tmp_path):
+    """``nodes(n, **settings)``: n replicated services on the stream; all closed at the end."""
+    opened: list[MemoryService] = []
+
+    def make(n: int = 2, **settings) -> list[MemoryService]:
+        out = [node(cluster, stream, str(tmp_path / f"node{len(opened) + i}"), **settings) for i in range(n)]
+        opened.extend(out)
+        return out
+    yield make
+    for svc in opened:
+        svc.close()
+
+
+def node(cluster: Cluster, stream: str, path: str, **settings) -> MemoryService:
+    return MemoryService(path, replication=Settings(tuple(cluster.urls.split(",")), stream, 3, **settings))
+
+
+def caught_up(*services: MemoryService) -> None:
+    for svc in services:
+        assert svc.replicated is not None
+        svc.replicated.sync(timeout=60)
+
+
+def contents(svc: MemoryService, session: str = "s") -> list[str]:
+    return [m["content"] for m in svc.history(session, 1000, None)["history"]]
+
+
+# ------------------------------------------------------------ settings
+def test_replication_settings_refuse_what_cannot_work():
+    with pytest.raises(ValidationError, match="nats://"):
+        parse_settings("http://127.0.0.1:4222")
+    with pytest.raises(ValidationError, match="at least one"):
+        parse_settings(" , ")
+    with pytest.raises(ValidationError, match="--stream"):
+        parse_settings("nats://127.0.0.1:4222", "a.b")
+    with pytest.raises(ValidationError, match="--replicas"):
+        parse_settings("nats://127.0.0.1:4222", replicas=0)
+    assert parse_settings("nats://a:1, nats://b:2", "S", 1).servers == ("nats://a:1", "nats://b:2")
+
+
+def test_serve_refuses_a_bad_replicate_flag_before_starting(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "server.cli", "serve", "--store", str(tmp_path / "s"),
+                          "--replicate", "localhost:4222"], capture_output=True, text=True, timeout=60,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), stdin=subprocess.DEVNULL)
+    assert out.returncode == 2
+    assert "--replicate: each URL must start with nats://" in out.stderr
+
+
+def test_without_replicate_nothing_imports_nats(tmp_path):
+    code = ("import sys\n"
+            "from server.cli import parser\n"
+            "from server.service import MemoryService\n"
+            "from eventstore.events import Metadata\n"
+            f"s = MemoryService({str(tmp_path / 's')!r})\n"
+            "s.write_message('s', 'user', 'x', Metadata()); s.health(); s.rebuild(); s.close()\n"
+            "parser()\n"
+            "print(sorted(m for m in sys.modules if m == 'nats' or m.startswith('nats.')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_store_of_its_own_seeds_an_empty_stream_and_is_refused_by_one_with_a_history(cluster, stream, tmp_path):
+    first, second = str(tmp_path / "own"), str(tmp_path / "other")
+    for path in (first, second):
+        with _plain(path) as plain:
+            kept = plain.write_message("s", "user", f"kept in {path}", Metadata())["message"]["message_id"]
+            gone = plain.write_message("s", "user", "deleted before", Metadata())["message"]["message_id"]
+            plain.update_message(kept, f"updated in {path}", {}, None)
+            plain.delete_message(gone, None)
+            last = plain.health()["last_sequence"]
+    seeded = node(cluster, stream, first)
+    seeded.write_message("s", "user", "after seeding", Metadata())          # it has seeded the stream now
+    empty, refused = node(cluster, stream, str(tmp_path / "empty")), node(cluster, stream, second, write_timeout=2.0)
+    try:
+        caught_up(seeded, empty)
+        assert contents(seeded) == contents(empty) == [f"updated in {first}", "after seeding"]
+        assert seeded.health()["last_sequence"] == last + 1                # its numbers go on
+        assert dump_projections(seeded.store) == dump_projections(empty.store)
+        with pytest.raises(StoreIOError, match="events of its own and the stream already has a history"):
+            refused.write_message("s", "user", "never", Metadata())
+        assert contents(refused) == [f"updated in {second}"]                # its reads still work
+        health = refused.health()
+        assert health["status"] == "DEGRADED" and "history" in health["last_error"]
+    finally:
+        for svc in (seeded, empty, refused):
+            svc.close()
+
+
+class _plain:
+    def __init__(self, path: str) -> None:
+        self.svc = MemoryService(path)
+
+    def __enter__(self) -> MemoryService:
+        return self.svc
+
+    def __exit__(self, *exc) -> None:
+        self.svc.close()
+
+
+# ------------------------------------------------------------ one store
+def test_writes_on_any_node_are_read_on_every_node_with_identical_read_models(nodes, tmp_path):
+    a, b, c = nodes(3)
+    first = a.write_message("s", "user", "written on a", Metadata(tags=("x",)))["message"]
+    b.write_message("s", "assistant", "written on b", Metadata())
+    b.update_message(first["message_id"], "changed on b", {"importance": 70}, 1)
+    gone = c.write_message("s", "user", "deleted on c", Metadata())["message"]["message_id"]
+    assert c.delete_message(gone, None) == {"status": "OK"}
+    caught_up(a, b, c)
+    for svc in (a, b, c):
+        assert contents(svc) == ["changed on b", "written on b"]
+        assert [r["content"] for r in svc.search("changed", Filters(), 0, 10)["results"]] == ["changed on b"]
+    assert dump_projections(a.store) == dump_projections(b.store) == dump_projections(c.store)
+    health = a.health()["replication"]
+    assert health["lag_events"] == 0 and health["applied_sequence"] == health["stream_sequence"] == 5
+    paths = [svc.path for svc in (a, b, c)]
+    for svc in (a, b, c):
+        svc.close()
+    for path in paths:
+        assert differences(path) == []
+
+
+def test_a_command_refused_on_a_stale_local_view_is_checked_against_the_stream(nodes):
+    a, b = nodes(2)
+    for i in range(30):      # b is busy applying while the update arrives
+        a.write_message("s", "user", f"m{i}", Metadata())
+    target = a.write_message("s", "user", "target", Metadata())["message"]["message_id"]
+    assert b.update_message(target, "updated on b", {}, 1)["status"] == "OK"
+    assert b.delete_message(target, None) == {"status": "OK"}
+    with pytest.raises(NotFoundError):
+        a.update_message(target, "too late", {}, None)
+
+
+def test_expected_revision_conflicts_exactly_as_on_one_store(nodes):
+    a, b = nodes(2)
+    mid = a.write_message("s", "user", "v1", Metadata())["message"]["message_id"]
+    caught_up(b)
+    assert b.update_message(mid, "v2 from b", {}, 1)["message"]["revision"] == 2
+    with pytest.raises(ConflictError, match=r"current revision \(2\)"):
+        a.update_message(mid, "v2 from a", {}, 1)
+    assert a.update_message(mid, "v3 from a", {}, 2)["message"]["revision"] == 3
+
+
+def test_concurrent_read_modify_write_on_two_nodes_loses_no_update(nodes):
+    a, b = nodes(2)
+    mid = a.write_message("s", "user", "", Metadata())["message"]["message_id"]
+    caught_up(b)
+    rounds, conflicts = 15, [0, 0]
+
+    def writer(svc: MemoryService, name: str, index: int) -> None:
+        for i in range(rounds):
+            while True:
+                cur = svc.content_range(mid, 0, 10**6, None)["content_range"]
+                try:
+                    svc.update_message(mid, cur["content"] + f"{name}{i};", {}, cur["revision"])
+                    break
+                except ConflictError:
+                    conflicts[index] += 1
+                    caught_up(svc)
+    pairs = ((a, "a"), (b, "b"))
+    threads = [threading.Thread(target=writer, args=(svc, name, i)) for i, (svc, name) in enumerate(pairs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    caught_up(a, b)
+    final = a.content_range(mid, 0, 10**6, None)["content_range"]
+    parts = final["content"].split(";")[:-1]
+    assert final["revision"] == 1 + 2 * rounds                 # every update applied once
+    assert sorted(parts) == sorted([f"a{i}" for i in range(rounds)] + [f"b{i}" for i in range(rounds)])
+    assert [p for p in parts if p[0] == "a"] == [f"a{i}" for i in range(rounds)]   # each writer's order kept
+    assert dump_projections(a.store) == dump_projections(b.store)
+
+
+def test_sync_reads_see_a_write_acknowledged_on_another_node(nodes):
+    (a,) = nodes(1)
+    (b,) = nodes(1, sync_reads=True)
+    for i in range(20):
+        mid = a.write_message("s", "user", f"m{i}", Metadata())["message"]["message_id"]
+        assert b.content_range(mid, 0, 100, None)["content_range"]["content"] == f"m{i}"
+
+
+# ------------------------------------------------------------ erasure
+def test_rebuild_erases_deleted_content_from_every_server_and_node_and_loses_no_write(nodes, cluster, stream,
+                                                                                      tmp_path):
+    a, b = nodes(2)
+    down_path = str(tmp_path / "down")
+    down = node(cluster, stream, down_path)
+    keep = a.write_message("s", "user", "kept message", Metadata())["message"]["message_id"]
+    secret = b.write_message("s", "user", "the PurpleGiraffe password", Metadata())["message"]["message_id"]
+    b.update_message(keep, "kept but once said purplegiraffe", {}, None)
+    b.update_message(keep, "kept, clean now", {}, None)
+    caught_up(down)
+    down.close()                                                # misses the switch
+    assert a.delete_message(secret, None) == {"status": "OK"}
+    acked: list[str] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        while not stop.is_set():
+            acked.append(b.write_message("w", "user", f"during {len(acked)}", Metadata())["message"]["message_id"])
+    t = threading.Thread(target=writer)
+    t.start()
+    last_before = a.health()["last_sequence"]
+    result = a.rebuild()
+    stop.set()
+    t.join(120)
+    assert result["status"] == "OK" and result["messages_indexed"] >= 1
+    down = node(cluster, stream, down_path)
+    try:
+        b.write_message("s", "user", "after the switch", Metadata())
+        caught_up(a, b, down)
+        for svc in (a, b, down):
+            assert svc.health()["replication"]["generation"] == 2
+            assert svc.health()["last_sequence"] >= last_before          # never goes back, as on one store
+            assert contents(svc) == ["kept, clean now", "after the switch"]
+            assert [m["message_id"] for m in svc.history("w", 10**4, None)["history"]] == acked
+        assert dump_projections(a.store) == dump_projections(b.store) == dump_projections(down.store)
+    finally:
+        down.close()
+    roots = [cluster.workdir, str(tmp_path)]
+    assert files_holding(roots, b"purplegiraffe") == []
+
+
+def test_a_seal_whose_node_died_before_the_switch_is_finished_by_rebuild_on_another_node(cluster, stream, tmp_path):
+    import time
+
+    from server.replication.generations import _seal
+    a = node(cluster, stream, str(tmp_path / "a"), write_timeout=1.0)
+    b = node(cluster, stream, str(tmp_path / "b"), write_timeout=1.0)
+    try:
+        kept = a.write_message("s", "user", "kept", Metadata())["message"]["message_id"]
+        assert a.replicated is not None
+        a.replicated.run(lambda: _seal(a.replicated, time.monotonic() + 10))     # then it "dies"
+        a.close()
+        with pytest.raises(StoreIOError, match="switching generations"):
+            b.write_message("s", "user", "refused while sealed", Metadata())
+        result = b.rebuild()                                # no progress for 2 s: b finishes the switch
+        assert result["messages_indexed"] == 1
+        after = b.write_message("s", "user", "after", Metadata())["message"]["message_id"]
+        a = node(cluster, stream, str(tmp_path / "a"), write_timeout=1.0)
+        caught_up(a, b)
+        for svc in (a, b):
+            assert svc.health()["replication"]["generation"] == 2
+            assert [m["message_id"] for m in svc.history("s", 10, None)["history"]] == [kept, after]
+        assert dump_projections(a.store) == dump_projections(b.store)
+    finally:
+        a.close()
+        b.close()
