@@ -10,11 +10,13 @@ first (two leading zero bits).
 
 from __future__ import annotations
 
+import re
+
 from .errors import DamagedRecordError
 
 _MAX = (1 << 128) - 1
 _DIGITS = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_CROCKFORD = set(_DIGITS)
+_CANONICAL = re.compile("[0-7][0-9A-HJKMNP-TV-Z]{25}")     # 26 Crockford digits, ≤ 2**128 - 1
 _AS_INT_DIGITS = str.maketrans(_DIGITS, "0123456789abcdefghijklmnopqrstuv")   # what int(_, 32) reads
 _PAIRS = [a + b for a in _DIGITS for b in _DIGITS]      # every 10 bits as two digits
 _SHIFTS = range(120, -1, -10)
@@ -35,9 +37,7 @@ def next_id(last: bytes | None, now_ms: int, randomness: int) -> bytes:
 
 def is_canonical(text: object) -> bool:
     """True for a 26-character upper-case Crockford ULID (first char ≤ '7')."""
-    if not isinstance(text, str) or len(text) != 26 or text[0] > "7":
-        return False
-    return set(text) <= _CROCKFORD
+    return isinstance(text, str) and _CANONICAL.fullmatch(text) is not None
 
 
 def to_bytes(text: str) -> bytes:
