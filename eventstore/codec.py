@@ -84,7 +84,7 @@ def _text_size(text: str) -> int:
 
 
 @lru_cache(maxsize=4096)
-def _fixed_size(tags: tuple[str, ...], tier: str, kind: str, importance: int, number_type: type,
+def _fixed_size(tags: tuple[str, ...], tier: str, kind: str, importance: int, number_type: str,
                 tool_call_id: str | None, summary: str | None) -> int:
     return len(dumps(metadata_to_list(Metadata(tags, tier, kind, importance, tool_call_id, summary))))
 
@@ -94,7 +94,7 @@ def metadata_size(meta: Metadata) -> int:
     fields other than relations and source ids repeat from message to message
     (their size is cached); the two id lists are counted (an id is 16 bytes)."""
     m = meta
-    size = _fixed_size(m.tags, m.memory_tier, m.memory_kind, m.importance, type(m.importance),
+    size = _fixed_size(m.tags, m.memory_tier, m.memory_kind, m.importance, type(m.importance).__name__,
                        m.tool_call_id, m.summary) - 2            # less two empty lists
     rels, sources = m.relations, m.source_message_ids
     size += _header_size(len(rels)) + sum(_RELATION_SIZE + _text_size(t) for t, _ in rels)
