@@ -11,6 +11,7 @@ first (two leading zero bits).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
 from .errors import DamagedRecordError
 
@@ -33,6 +34,16 @@ def next_id(last: bytes | None, now_ms: int, randomness: int) -> bytes:
     if candidate > _MAX:
         raise OverflowError("id space exhausted")
     return candidate.to_bytes(16, "big")
+
+
+def next_ids(last: bytes | None, times: Sequence[int], randomness: Callable[[int], int]) -> list[bytes]:
+    """:func:`next_id` for each of ``times`` in turn, each after the one
+    before, each with ``randomness(80)``."""
+    out = []
+    for now_ms in times:
+        last = next_id(last, now_ms, randomness(80))
+        out.append(last)
+    return out
 
 
 def is_canonical(text: object) -> bool:

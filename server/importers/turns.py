@@ -61,16 +61,18 @@ class Turn:
     def __post_init__(self) -> None:
         if self.role not in ROLES or self.kind not in KINDS:
             raise ValueError("a turn's role or kind is not one the store knows")
-        if any(rtype not in RELATION_TYPES for rtype, _ in self.relations):
-            raise ValueError("a turn's relation type is not one the store knows")
+        if self.relations:
+            if any(rtype not in RELATION_TYPES for rtype, _ in self.relations):
+                raise ValueError("a turn's relation type is not one the store knows")
+            self.relations = tuple(dict.fromkeys(self.relations))[:MAX_RELATIONS]
         self.session_id = _session(self.session_id)
         self.content = limit_content(self.content)
         if self.summary is not None:
             self.summary = cut(self.summary, MAX_SUMMARY) or None
         if self.tool_call_id is not None:
             self.tool_call_id = cut(self.tool_call_id, 256)
-        self.tags = tuple(dict.fromkeys(t for t in map(tag, self.tags) if t))[:MAX_TAGS]
-        self.relations = tuple(dict.fromkeys(self.relations))[:MAX_RELATIONS]
+        if self.tags:
+            self.tags = _tags(tuple(self.tags))
         self.import_id = import_id(self.session_id, self.key)
 
 
@@ -122,6 +124,12 @@ def limit_content(text: str) -> str:
 @lru_cache(maxsize=4096)
 def tag(text: str) -> str:
     return cut(text.replace("\x00", ""), MAX_TAG)
+
+
+@lru_cache(maxsize=4096)
+def _tags(tags: tuple[str, ...]) -> tuple[str, ...]:
+    """A turn's tags as the store takes them (a source's tags repeat: kept)."""
+    return tuple(dict.fromkeys(t for t in map(tag, tags) if t))[:MAX_TAGS]
 
 
 def as_text(value: Any) -> str:

@@ -84,20 +84,22 @@ class Writer:
         """Give each new turn its id, then (``w`` given) append its event.
         Returns (import ids → message ids added per session, written, already present)."""
         added: dict[str, dict[str, str]] = {}
-        new: list[tuple[Turn, str]] = []
+        new: list[Turn] = []
         present = 0
-        for n, turn in enumerate(turns):
+        for turn in turns:
             sid = turn.session_id
             known = self._known(tx, sid)
             mine = added.setdefault(sid, {})
             if turn.import_id in known or turn.import_id in mine:
                 present += 1
                 continue
-            mid = w.new_id(turn.timestamp) if w is not None else f"dry-run-{n}"
-            mine[turn.import_id] = mid
-            new.append((turn, mid))
+            mine[turn.import_id] = ""           # its id comes below
+            new.append(turn)
+        mids = w.new_ids([t.timestamp for t in new]) if w is not None else [f"dry-run-{n}" for n in range(len(new))]
+        for turn, mid in zip(new, mids):
+            added[turn.session_id][turn.import_id] = mid
         if w is not None:
-            for turn, mid in new:
+            for turn, mid in zip(new, mids):
                 w.append(MessageWritten(self._message(turn, mid, added)))
         return added, len(new), present
 
