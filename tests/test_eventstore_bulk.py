@@ -61,7 +61,7 @@ def test_ids_drawn_together_are_the_ids_drawn_one_by_one_and_later_ids_come_afte
     drawn = []
     for name, together in (("together", True), ("one-by-one", False)):
         with EventStore(str(tmp_path / name), Projector(), rng=random.Random(9)) as store:
-            first = store.execute(lambda w: w.new_ids(times) if together else [w.new_id(t) for t in times])
+            first = store.execute(lambda w, many=together: w.new_ids(times) if many else [w.new_id(t) for t in times])
             drawn.append(first + [store.execute(lambda w: w.new_id(1))])
     assert drawn[0] == drawn[1]
     assert drawn[0] == sorted(set(drawn[0]))

@@ -13,7 +13,7 @@ from types import ModuleType
 from eventstore.store import EventStore
 from projections.registry import Projector
 
-from . import chatgpt, claude_ai, claude_code, codex, memory_jsonl
+from . import chatgpt, claude_ai, claude_code, codex, memory_jsonl, reader
 from .options import Options
 from .turns import Report, Turn
 from .writer import Writer
@@ -40,7 +40,7 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     try:
         writer = Writer(target, report, batch=options.batch, bulk=options.bulk, dry_run=options.dry_run,
                         progress=_progress(options))
-        feed(writer, module.read(paths, report, options))
+        feed(writer, reader.items(module, paths, report, options))
         writer.flush()
     finally:
         if owned:

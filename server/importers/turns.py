@@ -168,11 +168,16 @@ class Report:
     ignored: int = 0                  # lines of kinds that carry no message (metadata, progress)
     skipped: list[str] = field(default_factory=list)
     dry_run: bool = False
+    echo: bool = True                 # print each skip to stderr as it happens
 
     def skip(self, where: str, why: str, out: TextIO | None = None) -> None:
-        line = f"{where}: {why}"
+        self.add_skip(f"{where}: {why}", out)
+
+    def add_skip(self, line: str, out: TextIO | None = None) -> None:
+        """A skip as ``file:line: why``."""
         self.skipped.append(line)
-        print(f"convmem import: warning: skipped {line}", file=out or sys.stderr)
+        if self.echo:
+            print(f"convmem import: warning: skipped {line}", file=out or sys.stderr)
 
     def summary(self) -> dict:
         return {"source": self.source, "dry_run": self.dry_run, "files": self.files, "turns": self.turns,
