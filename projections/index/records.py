@@ -15,7 +15,7 @@ next merge; search reads pending records as :class:`Pending` values.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import _count_elements  # type: ignore[attr-defined]  # Counter's C loop
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -115,7 +115,8 @@ def _entry(field: int, texts: list[str]) -> FieldEntry:
     exact = tuple(exact_key(field, text) for text in dict.fromkeys(texts))
     if not toks:
         return FieldEntry(0, (), b"", exact)
-    counts = Counter(toks)                 # terms in order of first occurrence
+    counts: dict[str, int] = {}
+    _count_elements(counts, toks)          # terms in order of first occurrence
     tfs = counts.values()
     return FieldEntry(min(len(toks), MAX_LENGTH), tuple(counts),
                       bytes(tfs) if max(tfs) <= MAX_TF else bytes(min(n, MAX_TF) for n in tfs), exact)

@@ -25,7 +25,7 @@ out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from eventstore.events import Message, MessageWritten, Metadata
 from eventstore.store import EventStore, Tx, WriteTx
@@ -36,6 +36,9 @@ from .turns import IMPORT_ID_PREFIX, Report, Turn, import_id
 BATCH = 20_000          # turns per transaction
 
 
+Item = Turn | list[Turn]      # a turn, or turns that refer to one another (written in one transaction)
+
+
 class Writer:
     def __init__(self, store: EventStore, report: Report, *, batch: int = BATCH, bulk: bool = True,
                  dry_run: bool = False, progress: Callable[[Report], None] | None = None) -> None:
@@ -43,65 +46,70 @@ class Writer:
         self.batch_size, self.bulk, self.dry_run = max(1, batch), bulk, dry_run
         self.progress = progress
         self.known: dict[str, dict[str, str]] = {}     # session → import id → message id (committed)
-        self.pending: list[Turn] = []
+        self.items: Iterator[Item] = iter(())
+        self.ahead: Item | None = None                  # read, not yet taken by a batch
+        self.failure: Exception | None = None           # what reading the source raised
 
-    def add(self, turn: Turn) -> None:
-        self.report.turns += 1
-        self.pending.append(turn)
-        if len(self.pending) >= self.batch_size:
-            self.flush()
+    def write(self, items: Iterable[Item]) -> None:
+        """Write every item, ``batch`` turns a transaction (a group is never
+        split: it starts a transaction of its own when it does not fit).
 
-    def add_group(self, turns: Iterable[Turn]) -> None:
-        """Turns that refer to one another: written in one transaction (a larger one if need be)."""
-        group = list(turns)
-        if self.pending and len(self.pending) + len(group) > self.batch_size:
-            self.flush()
-        self.report.turns += len(group)
-        self.pending.extend(group)
-        if len(self.pending) >= self.batch_size:
-            self.flush()
+        A batch takes its items while its transaction is open, so that the
+        turns are written while the source is still being read; should
+        reading fail, what was read is written and committed, then the
+        failure raised."""
+        self.items, self.ahead, self.failure = iter(items), None, None
+        while self._more():
+            self._batch()
+        if self.failure is not None:
+            raise self.failure
 
-    def flush(self) -> None:
-        turns, self.pending = self.pending, []
-        if not turns:
-            return
+    def _more(self) -> bool:
+        if self.ahead is None and self.failure is None:
+            try:
+                self.ahead = next(self.items, None)
+            except Exception as exc:       # the reading failed: what it gave is still written
+                self.failure = exc
+        return self.ahead is not None
+
+    def _take(self, count: int) -> Item | None:
+        """The next item, when a batch that holds ``count`` turns can take it."""
+        if not self._more():
+            return None
+        item = self.ahead
+        assert item is not None
+        size = len(item) if isinstance(item, list) else 1
+        if count and count + size > self.batch_size:
+            return None
+        self.ahead = None
+        self.report.turns += size
+        return item
+
+    def _batch(self) -> None:
+        taken: list[Item] = []      # a transaction run again (a full map) takes these again first
+
+        def plan(tx: Tx, w: WriteTx | None) -> _Plan:
+            batch = _Plan(self, tx, w)
+            for old in taken:
+                batch.take(old)
+            while batch.count < self.batch_size and (item := self._take(batch.count)) is not None:
+                taken.append(item)
+                batch.take(item)
+            batch.finish()
+            return batch
         if self.dry_run:
             with self.store.read() as tx:
-                added, written, present = self._plan(tx, turns, None)
+                done = plan(tx, None)
         else:
-            added, written, present = self.store.execute(lambda w: self._plan(w, turns, w), bulk=self.bulk)
-        for sid, keys in added.items():
+            done = self.store.execute(lambda w: plan(w, w), bulk=self.bulk)
+        for sid, keys in done.added.items():
             self.known[sid].update(keys)
         if not self.dry_run:     # a cache of committed state: keep only the sessions still being read
-            self.known = {sid: self.known[sid] for sid in added}
-        self.report.written += written
-        self.report.present += present
+            self.known = {sid: self.known[sid] for sid in done.added}
+        self.report.written += done.written
+        self.report.present += done.present
         if self.progress is not None:
             self.progress(self.report)
-
-    # ---------------------------------------------------------------- a batch
-    def _plan(self, tx: Tx, turns: list[Turn], w: WriteTx | None) -> tuple[dict[str, dict[str, str]], int, int]:
-        """Give each new turn its id, then (``w`` given) append its event.
-        Returns (import ids → message ids added per session, written, already present)."""
-        added: dict[str, dict[str, str]] = {}
-        new: list[Turn] = []
-        present = 0
-        for turn in turns:
-            sid = turn.session_id
-            known = self._known(tx, sid)
-            mine = added.setdefault(sid, {})
-            if turn.import_id in known or turn.import_id in mine:
-                present += 1
-                continue
-            mine[turn.import_id] = ""           # its id comes below
-            new.append(turn)
-        mids = w.new_ids([t.timestamp for t in new]) if w is not None else [f"dry-run-{n}" for n in range(len(new))]
-        for turn, mid in zip(new, mids):
-            added[turn.session_id][turn.import_id] = mid
-        if w is not None:
-            for turn, mid in zip(new, mids):
-                w.append(MessageWritten(self._message(turn, mid, added)))
-        return added, len(new), present
 
     def _message(self, turn: Turn, mid: str, added: dict[str, dict[str, str]]) -> Message:
         sid = turn.session_id
@@ -129,6 +137,63 @@ class Writer:
                         known[source] = mid
                         break
         return known
+
+
+class _Plan:
+    """One batch in its transaction: each new turn gets its id and (``w``
+    given) its event as it comes.  A turn with a relation to a turn not met
+    yet may be pointing at one later in the batch: from it on, the turns
+    are held and appended at the end of the batch, when every id of the
+    batch is known — the events are those of giving every turn its id
+    first, then appending them all."""
+
+    def __init__(self, writer: Writer, tx: Tx, w: WriteTx | None) -> None:
+        self.writer, self.tx, self.w = writer, tx, w
+        self.added: dict[str, dict[str, str]] = {}    # session → import id → message id, this batch
+        self.held: list[tuple[Turn, str]] = []
+        self.count = self.written = self.present = 0
+
+    def take(self, item: Item) -> None:
+        turns = item if isinstance(item, list) else [item]
+        self.count += len(turns)
+        new: list[Turn] = []
+        for turn in turns:
+            known = self.writer._known(self.tx, turn.session_id)
+            mine = self.added.setdefault(turn.session_id, {})
+            if turn.import_id in known or turn.import_id in mine:
+                self.present += 1
+                continue
+            mine[turn.import_id] = ""            # its id comes below
+            new.append(turn)
+        if not new:
+            return
+        self.written += len(new)
+        mids = (self.w.new_ids([t.timestamp for t in new]) if self.w is not None
+                else [f"dry-run-{self.written - len(new) + n}" for n in range(len(new))])
+        for turn, mid in zip(new, mids):
+            self.added[turn.session_id][turn.import_id] = mid
+        if self.w is None:
+            return
+        if not self.held and any(self._ahead(turn) for turn in new):
+            self.held = list(zip(new, mids))
+            return
+        if self.held:
+            self.held.extend(zip(new, mids))
+            return
+        for turn, mid in zip(new, mids):
+            self.w.append(MessageWritten(self.writer._message(turn, mid, self.added)))
+
+    def _ahead(self, turn: Turn) -> bool:
+        """Whether a relation of ``turn`` names a turn not met yet."""
+        sid = turn.session_id
+        return any(import_id(sid, key) not in self.added[sid] and import_id(sid, key) not in self.writer.known[sid]
+                   for _, key in turn.relations)
+
+    def finish(self) -> None:
+        if self.w is not None:
+            for turn, mid in self.held:
+                self.w.append(MessageWritten(self.writer._message(turn, mid, self.added)))
+        self.held = []
 
 
 __all__ = ["BATCH", "Writer"]
