@@ -56,6 +56,7 @@ class Turn:
     tool_call_id: str | None = None
     summary: str | None = None
     relations: tuple[tuple[str, str], ...] = ()     # (type, import key in the same session)
+    updatable: bool = False       # the source's turn may change (a memory entity): a re-import updates it
     import_id: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
@@ -165,6 +166,7 @@ class Report:
     turns: int = 0                    # turns read from the sources
     written: int = 0                  # messages written (or, in a dry run, that would be)
     present: int = 0                  # turns already in the store (a re-run)
+    updated: int = 0                  # messages brought up to date (a memory entity that changed)
     ignored: int = 0                  # lines of kinds that carry no message (metadata, progress)
     skipped: list[str] = field(default_factory=list)
     dry_run: bool = False
@@ -181,7 +183,8 @@ class Report:
 
     def summary(self) -> dict:
         return {"source": self.source, "dry_run": self.dry_run, "files": self.files, "turns": self.turns,
-                "written": self.written, "already_present": self.present, "ignored": self.ignored,
+                "written": self.written, "already_present": self.present, "updated": self.updated,
+                "ignored": self.ignored,
                 "skipped": len(self.skipped), "skips": list(self.skipped)}
 
 

@@ -26,8 +26,9 @@ out.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
-from eventstore.events import Message, MessageWritten, Metadata
+from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history, messages
 
@@ -108,6 +109,7 @@ class Writer:
             self.known = {sid: self.known[sid] for sid in done.added}
         self.report.written += done.written
         self.report.present += done.present
+        self.report.updated += done.updated
         if self.progress is not None:
             self.progress(self.report)
 
@@ -145,43 +147,48 @@ class _Plan:
     yet may be pointing at one later in the batch: from it on, the turns
     are held and appended at the end of the batch, when every id of the
     batch is known — the events are those of giving every turn its id
-    first, then appending them all."""
+    first, then appending them all.
+
+    A turn already imported is left alone, unless the source says its turns
+    change (``Turn.updatable``: a memory graph's entities): then, when the
+    message the source gives now differs from the one stored, an update
+    event brings it up to date (its content and the fields the import
+    sets; importance and tier stay as they are)."""
 
     def __init__(self, writer: Writer, tx: Tx, w: WriteTx | None) -> None:
         self.writer, self.tx, self.w = writer, tx, w
         self.added: dict[str, dict[str, str]] = {}    # session → import id → message id, this batch
-        self.held: list[tuple[Turn, str]] = []
-        self.count = self.written = self.present = 0
+        self.held: list[tuple[Turn, str, bool]] = []  # (turn, message id, an update)
+        self.count = self.written = self.present = self.updated = 0
 
     def take(self, item: Item) -> None:
         turns = item if isinstance(item, list) else [item]
         self.count += len(turns)
         new: list[Turn] = []
+        changed: list[tuple[Turn, str]] = []
         for turn in turns:
             known = self.writer._known(self.tx, turn.session_id)
             mine = self.added.setdefault(turn.session_id, {})
             if turn.import_id in known or turn.import_id in mine:
-                self.present += 1
+                if turn.updatable and turn.import_id in known:
+                    changed.append((turn, known[turn.import_id]))
+                else:
+                    self.present += 1
                 continue
             mine[turn.import_id] = ""            # its id comes below
             new.append(turn)
-        if not new:
-            return
         self.written += len(new)
         mids = (self.w.new_ids([t.timestamp for t in new]) if self.w is not None
                 else [f"dry-run-{self.written - len(new) + n}" for n in range(len(new))])
         for turn, mid in zip(new, mids):
             self.added[turn.session_id][turn.import_id] = mid
-        if self.w is None:
-            return
-        if not self.held and any(self._ahead(turn) for turn in new):
-            self.held = list(zip(new, mids))
-            return
-        if self.held:
-            self.held.extend(zip(new, mids))
-            return
-        for turn, mid in zip(new, mids):
-            self.w.append(MessageWritten(self.writer._message(turn, mid, self.added)))
+        events = [(turn, mid, False) for turn, mid in zip(new, mids)] + [(t, m, True) for t, m in changed]
+        if not self.held and any(self._ahead(turn) for turn, _, _ in events):
+            self.held = events
+        elif self.held:
+            self.held.extend(events)
+        else:
+            self._append(events)
 
     def _ahead(self, turn: Turn) -> bool:
         """Whether a relation of ``turn`` names a turn not met yet."""
@@ -189,11 +196,34 @@ class _Plan:
         return any(import_id(sid, key) not in self.added[sid] and import_id(sid, key) not in self.writer.known[sid]
                    for _, key in turn.relations)
 
-    def finish(self) -> None:
-        if self.w is not None:
-            for turn, mid in self.held:
+    def _append(self, events: list[tuple[Turn, str, bool]]) -> None:
+        for turn, mid, update in events:
+            if update:
+                self._update(turn, mid)
+            elif self.w is not None:
                 self.w.append(MessageWritten(self.writer._message(turn, mid, self.added)))
-        self.held = []
 
+    def _update(self, turn: Turn, mid: str) -> None:
+        """Bring the stored message up to date with ``turn`` (a dry run counts it)."""
+        old = messages.get(self.tx, mid)
+        now = self.writer._message(turn, mid, self.added)
+        if old is None:
+            self.present += 1
+            return
+        content = messages.load(self.tx, old).content
+        meta = replace(old.metadata, tags=now.metadata.tags, memory_kind=now.metadata.memory_kind,
+                       tool_call_id=now.metadata.tool_call_id, summary=now.metadata.summary,
+                       relations=now.metadata.relations, source_message_ids=now.metadata.source_message_ids)
+        if now.content == content and meta == old.metadata:
+            self.present += 1
+            return
+        self.updated += 1
+        if self.w is not None:
+            self.w.append(MessageUpdated(mid, old.revision + 1, max(turn.timestamp, old.updated_at),
+                                         now.content if now.content != content else None, meta))
+
+    def finish(self) -> None:
+        self._append(self.held)
+        self.held = []
 
 __all__ = ["BATCH", "Writer"]
