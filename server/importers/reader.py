@@ -6,7 +6,7 @@ of files or more, on more than one CPU) it is done by a fresh interpreter
 (``python -c``, not a fork: it inherits no LMDB environment, no lock, no
 state) running :func:`serve`, which reads the source with the same code as
 an import in one process and sends the turns back, ``FRAME_ITEMS`` at a
-time, as length-prefixed pickles, each with what its report gained
+time (fewer when they are long), as length-prefixed pickles, each with what its report gained
 meanwhile (files, ignored lines, skips — printed by this process, so that
 they go wherever the caller's stderr goes).  A thread takes the frames off
 the pipe (up to ``AHEAD`` of them ahead), so the reading goes on while the
@@ -45,6 +45,8 @@ from .turns import Report, Turn
 FRAME_ITEMS = 1000          # turns (or groups of turns) a frame
 AHEAD = 32                  # frames read off the pipe before the reading process waits
 APART_BYTES = 4 << 20       # source bytes from which the source is read in a second process
+FRAME_CHARS = 8 << 20      # characters of content from which a frame is sent before FRAME_ITEMS
+FRAME_MAX = 1 << 31         # bytes in a frame read (FRAME_CHARS keeps frames far below, but for one huge group)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 Item = Turn | list[Turn]
 
@@ -133,8 +135,7 @@ def _drain(pipe: IO[bytes] | None, frames: queue.Queue[bytes | None]) -> None:
     try:
         while pipe is not None and len(head := pipe.read(4)) == 4:
             n = int.from_bytes(head, "big")
-            data = pipe.read(n)
-            if len(data) != n:
+            if n > FRAME_MAX or len(data := pipe.read(n)) != n:
                 break
             frames.put(data)
     except (OSError, ValueError):
@@ -158,6 +159,7 @@ def serve() -> None:
     module = importlib.import_module(name)
     report = Report(module.NAME, echo=False)
     out = sys.stdout.buffer
+    sys.stdout = sys.stderr     # stdout carries the frames and nothing else
     sent = [0, 0, 0]        # files, ignored, skips already sent
 
     def send(batch: list[Item], done: bool) -> None:
@@ -168,11 +170,13 @@ def serve() -> None:
         out.flush()
     try:
         batch: list[Item] = []
+        chars = 0
         for item in module.read(paths, report, options):
             batch.append(item)
-            if len(batch) >= frame_items:
+            chars += sum(len(t.content) for t in item) if isinstance(item, list) else len(item.content)
+            if len(batch) >= frame_items or chars >= FRAME_CHARS:
                 send(batch, False)
-                batch = []
+                batch, chars = [], 0
         send(batch, True)
-    except BrokenPipeError:
-        pass                # the import went away: nobody waits for more
+    except (BrokenPipeError, KeyboardInterrupt):
+        pass                # the import went away (or was interrupted): nobody waits for more
