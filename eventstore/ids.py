@@ -10,11 +10,14 @@ first (two leading zero bits).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
+
 from .errors import DamagedRecordError
 
 _MAX = (1 << 128) - 1
 _DIGITS = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_CROCKFORD = set(_DIGITS)
+_CANONICAL = re.compile("[0-7][0-9A-HJKMNP-TV-Z]{25}")     # 26 Crockford digits, ≤ 2**128 - 1
 _AS_INT_DIGITS = str.maketrans(_DIGITS, "0123456789abcdefghijklmnopqrstuv")   # what int(_, 32) reads
 _PAIRS = [a + b for a in _DIGITS for b in _DIGITS]      # every 10 bits as two digits
 _SHIFTS = range(120, -1, -10)
@@ -33,11 +36,19 @@ def next_id(last: bytes | None, now_ms: int, randomness: int) -> bytes:
     return candidate.to_bytes(16, "big")
 
 
+def next_ids(last: bytes | None, times: Sequence[int], randomness: Callable[[int], int]) -> list[bytes]:
+    """:func:`next_id` for each of ``times`` in turn, each after the one
+    before, each with ``randomness(80)``."""
+    out = []
+    for now_ms in times:
+        last = next_id(last, now_ms, randomness(80))
+        out.append(last)
+    return out
+
+
 def is_canonical(text: object) -> bool:
     """True for a 26-character upper-case Crockford ULID (first char ≤ '7')."""
-    if not isinstance(text, str) or len(text) != 26 or text[0] > "7":
-        return False
-    return set(text) <= _CROCKFORD
+    return isinstance(text, str) and _CANONICAL.fullmatch(text) is not None
 
 
 def to_bytes(text: str) -> bytes:

@@ -427,9 +427,9 @@ class EventStore:
         may be open.  On a failure before the rename the old file stays in use."""
         self._env.replace_data_file(source)
 
-    def copy_to(self, target: str) -> None:
-        """A consistent copy of the store's data into the empty directory ``target``."""
-        self._env.copy(target)
+    def copy_to(self, target: str, compact: bool = False) -> None:
+        """A consistent copy of the store's data into the empty directory ``target`` (``compact``: no free pages)."""
+        (self._env.copy_compact if compact else self._env.copy)(target)
 
     def sync(self) -> None:
         """Flush everything to disk (a ``private`` store commits without a lock file)."""

@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import replace
-from functools import lru_cache
 
 import Stemmer
 
-from eventstore.codec import DEFAULT_METADATA, dumps, metadata_to_list
+from eventstore.codec import DEFAULT_METADATA, metadata_size
 from eventstore.errors import CorruptStoreError
 from eventstore.events import Event, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.store import WriteTx
@@ -42,18 +41,13 @@ from .index import IndexConfig, IndexWork
 SCHEMA_VERSION = 6
 
 
-@lru_cache(maxsize=4096)
-def _metadata_size(meta: Metadata) -> int:
-    return len(dumps(metadata_to_list(meta)))
-
-
 def _metadata_bytes(meta: Metadata) -> int:
-    """The encoded size of a metadata value (values repeat a lot: cached by
-    value; the default one, which decoding gives as one object, by identity)."""
-    return _DEFAULT_SIZE if meta is DEFAULT_METADATA else _metadata_size(meta)
+    """The encoded size of a metadata value (the default one, which decoding
+    gives as one object, known by identity)."""
+    return _DEFAULT_SIZE if meta is DEFAULT_METADATA else metadata_size(meta)
 
 
-_DEFAULT_SIZE = _metadata_size(DEFAULT_METADATA)
+_DEFAULT_SIZE = metadata_size(DEFAULT_METADATA)
 
 
 class ProjectionState:

@@ -68,3 +68,31 @@ def test_a_backup_refuses_an_existing_destination_and_restores_by_copying_back(s
     assert done.returncode == 0, done.stderr
     health = _proc.run(_proc.python("-m", "server.cli", "health", "--store", str(tmp_path / "b")))
     assert json.loads(health.stdout)["status"] == "OK"
+
+
+def test_a_compacted_backup_holds_the_same_records_in_a_smaller_file_and_verifies(store_path, tmp_path):
+    from eventstore.events import Metadata
+    from eventstore.store import EventStore
+    from projections.registry import Projector
+    from server.maintenance import dump_projections
+    service = MemoryService(store_path)
+    try:
+        ids = [service.write_message(f"s{i % 7}", "user", f"note {i} about the retry budget " * 20,
+                                     Metadata(tags=(f"t{i % 3}",)))["message"]["message_id"] for i in range(600)]
+        for mid in ids[::2]:                          # freed pages in the store's file
+            service.delete_message(mid, None)
+    finally:
+        service.close()
+    copies = {}
+    for name, flags in (("plain", []), ("compact", ["--compact"])):
+        done = _proc.run(_proc.python("-m", "server.cli", "backup", str(tmp_path / name), *flags,
+                                      "--store", store_path))
+        assert done.returncode == 0, done.stderr
+        with EventStore(str(tmp_path / name), Projector()) as copy, copy.read() as tx:
+            events = [(seq, size) for seq, _, size in copy.iter_events(tx)]
+            meta = dict(tx.txn.cursor(db=tx.db("meta")))
+            copies[name] = (dump_projections(copy), events, meta)
+    assert "compacted" in done.stderr
+    assert copies["compact"] == copies["plain"]
+    sizes = {name: os.path.getsize(tmp_path / name / "data.mdb") for name in copies}
+    assert sizes["compact"] < sizes["plain"]

@@ -54,3 +54,14 @@ def test_a_bulk_transaction_leaves_the_bytes_of_one_transaction_per_event(tmp_pa
             store.rebuild_projections()
             assert dump_projections(store) == dumps[-1]
     assert dumps[0] == dumps[1]
+
+
+def test_ids_drawn_together_are_the_ids_drawn_one_by_one_and_later_ids_come_after_them(tmp_path):
+    times = [5, 5, 3, 10**12, 10**12 - 1, 7]
+    drawn = []
+    for name, together in (("together", True), ("one-by-one", False)):
+        with EventStore(str(tmp_path / name), Projector(), rng=random.Random(9)) as store:
+            first = store.execute(lambda w, many=together: w.new_ids(times) if many else [w.new_id(t) for t in times])
+            drawn.append(first + [store.execute(lambda w: w.new_id(1))])
+    assert drawn[0] == drawn[1]
+    assert drawn[0] == sorted(set(drawn[0]))

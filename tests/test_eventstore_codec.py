@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 
 import cbor2
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import canonical_ids, metadata_fields
 from strategies import v1_event_bytes as v1_bytes
 
 from eventstore import codec
 from eventstore.errors import CorruptStoreError
-from eventstore.events import Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
+from eventstore.events import ROLES, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.ids import to_str
 
 A = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
@@ -141,3 +145,30 @@ def test_malformed_version_2_events_are_a_corrupt_store_error(raw):
 
 def test_the_well_formed_version_2_sample_decodes():
     assert codec.decode_event(v2(1, WRITTEN_V2)).message.role == "user"
+
+
+_texts = st.one_of(st.text(st.characters(exclude_categories=("Cs",)), max_size=20),
+                   st.sampled_from([23, 24, 255, 256, 65535, 65536]).map(lambda n: "x" * n))
+_numbers = st.one_of(st.integers(-2**70, 2**70), st.sampled_from([23, 24, 255, 256, 65535, 65536, 2**32 - 1,
+                                                                 2**32, 2**64 - 1, 2**64, -2**64, -2**64 - 1]))
+_written = st.builds(
+    Message, canonical_ids, _texts, st.sampled_from(ROLES), _texts, _numbers, _numbers, _numbers,
+    st.fixed_dictionaries({}, optional={**metadata_fields([]), "importance": _numbers,
+                                        "tags": st.lists(_texts, max_size=25).map(tuple),
+                                        "summary": st.none() | _texts}).map(lambda d: Metadata(**d)))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(message=_written)
+def test_a_written_event_has_the_bytes_canonical_cbor2_gives_it_whatever_its_values(message):
+    body = codec.encode_event(MessageWritten(message))[4:]
+    assert body == cbor2.dumps(cbor2.loads(body), canonical=True)
+    assert codec.decode_event(codec.encode_event(MessageWritten(message))) == MessageWritten(message)
+
+
+@given(meta=st.fixed_dictionaries({}, optional={**metadata_fields([]), "summary": st.none() | _texts,
+                                                "importance": _numbers}).map(lambda d: Metadata(**d)),
+       more_sources=st.integers(0, 300))
+def test_the_size_of_metadata_is_counted_as_its_encoding_is_long(meta, more_sources):
+    meta = replace(meta, source_message_ids=meta.source_message_ids + (A,) * more_sources)
+    assert codec.metadata_size(meta) == len(codec.dumps(codec.metadata_to_list(meta)))

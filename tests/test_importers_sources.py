@@ -7,8 +7,11 @@ from __future__ import annotations
 import import_samples as samples
 import pytest
 
+from eventstore.store import EventStore
+from projections.registry import Projector
 from server.importers import Options, run_import
 from server.importers.turns import import_id
+from server.maintenance import dump_projections
 from server.service import MemoryService
 
 
@@ -180,6 +183,39 @@ def test_memory_graph_entities_become_semantic_memories_with_typed_relations(tmp
     assert [s.split("memory.jsonl:")[1] for s in summary["skips"]] == [
         "7: an entity without a name", "8: neither an entity nor a relation", "9: not valid JSON",
         "6: a relation naming an entity the file does not hold"]
+
+
+def test_a_memory_graph_imported_again_updates_the_entities_that_changed_and_only_those(tmp_path, store_path):
+    path = samples.memory_jsonl(str(tmp_path))
+    run_import(store_path, "memory-jsonl", [path])
+    before = by_key(messages_of(store_path)["memory-jsonl:memory"])
+    svc = MemoryService(store_path)        # a user's own change to an imported entity
+    try:
+        svc.update_message(before["entity:Ada"]["message_id"], None, {"importance": 90}, None)
+    finally:
+        svc.close()
+    samples._lines(path, samples.memory_lines()[:6] + [
+        {"type": "entity", "name": "Ada", "observations": ["Moved to the payments team"]},
+        {"type": "entity", "name": "Grace", "entityType": "person", "observations": []},
+        {"type": "relation", "from": "payments-lib", "to": "Grace", "relationType": "maintained_by"}])
+    summary = run_import(store_path, "memory-jsonl", [path])
+    assert (summary["written"], summary["updated"], summary["already_present"]) == (1, 2, 1)
+    after = by_key(messages_of(store_path)["memory-jsonl:memory"])
+    ada, lib, grace = after["entity:Ada"], after["entity:payments-lib"], after["entity:Grace"]
+    assert ada["message_id"] == before["entity:Ada"]["message_id"] and ada["revision"] == 3
+    assert ada["content"] == ("Ada (person)\n- Prefers dark mode\n- Works on the shop backend\n"
+                              "- Moved to the payments team\n→ works_on: shop-backend\n→ knows: Grace")
+    assert ada["metadata"]["importance"] == 90
+    assert ada["metadata"]["relations"] == [{"type": "related_to", "message_id": after["entity:shop-backend"][
+        "message_id"]}, {"type": "related_to", "message_id": grace["message_id"]}]
+    assert lib["metadata"]["relations"] == [{"type": "related_to", "message_id": grace["message_id"]}]
+    assert after["entity:shop-backend"] == before["entity:shop-backend"]
+    again = run_import(store_path, "memory-jsonl", [path])
+    assert (again["written"], again["updated"], again["already_present"]) == (0, 0, 4)
+    with EventStore(store_path, Projector()) as store:     # the updates are events: a replay agrees
+        live = dump_projections(store)
+        store.rebuild_projections()
+        assert dump_projections(store) == live
 
 
 def test_relation_types_map_by_their_words():

@@ -190,3 +190,29 @@ def test_lone_surrogates_become_replacement_characters_and_cuts_keep_whole_chara
     turn = Turn("s\udc00", "k", "user", "a\ud800b", 0, ("t\ud800",))
     assert (turn.session_id, turn.content, turn.tags) == ("s\ufffd", "a\ufffdb", ("t\ufffd",))
     assert cut("héllo", 2) == "h" and cut("héllo", 3) == "hé"
+
+
+def test_a_relation_to_a_turn_later_in_the_same_batch_is_kept_and_the_log_is_that_of_ids_given_first(tmp_path):
+    """A result line before its call's line (out of order in the file): the
+    writer holds the turns from the result on and appends them when the
+    batch's ids are all known, the events being those of giving every turn
+    its id first."""
+    lines = [samples._cc("u1", None, "user", "first question", "2026-01-20T12:00:00Z"),
+             samples._cc("u2", "u1", "user", [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "ok"}],
+                         "2026-01-20T12:00:01Z"),
+             samples._cc("u3", "u2", "user", "in between", "2026-01-20T12:00:02Z"),
+             samples._cc("u4", "u3", "assistant", [{"type": "tool_use", "id": "toolu_9", "name": "Bash",
+                                                    "input": {"command": "ls"}}], "2026-01-20T12:00:03Z"),
+             samples._cc("u5", "u4", "user", "after", "2026-01-20T12:00:04Z")]
+    path = samples._lines(str(tmp_path / "src" / "x.jsonl"), lines)
+    with EventStore(str(tmp_path / "s"), Projector(SMALL), rng=random.Random(1)) as store:
+        run_import("", "claude-code", [path], Options(), store=store)
+        with store.read() as tx:
+            events = [event.message for _, event, _ in store.iter_events(tx)]
+    by_key = {m.metadata.source_message_ids[0]: m for m in events}
+    sid = f"claude-code:{samples.SID}"
+    result, call = by_key[import_id(sid, "tool_result:toolu_9")], by_key[import_id(sid, "tool_use:toolu_9")]
+    assert result.metadata.relations == (("depends_on", call.message_id),)
+    assert [m.content for m in events] == ["first question", "ok", "in between",
+                                           '[tool_use Bash]\n{"command": "ls"}', "after"]
+    assert [m.message_id for m in events] == sorted(m.message_id for m in events)

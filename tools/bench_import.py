@@ -14,7 +14,9 @@ is not timed.  A second import of the same files is timed too (everything is
 already there: the cost of a re-run), and so is a replay of the store built
 (``rebuild_projections``: the same index work without parsing or encoding —
 on a shared machine the ratio of the two says more than either alone, and
-so does the CPU time a message, this process's and its ended children's).
+so does the CPU time a message: in all, this process's and its ended
+children's, and this process's alone — the writing process, which the
+others keep up with when there are CPUs enough).
 
 ``--serve`` times ``convmem serve`` from start to its first answer (the MCP
 ``initialize`` and a ``get_system_health`` call); ``--search`` runs the LoCoMo questions
@@ -64,16 +66,18 @@ def write_transcripts(folder: str, turns: list[tuple[str, str, str, str]], total
     return content_bytes
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process and of its ended children (the index's second process)."""
+def cpu_seconds(children: bool = True) -> float:
+    """CPU time of this process and (``children``) of its ended children (the
+    index's second process, the source's reading process)."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return me.ru_utime + me.ru_stime + (kids.ru_utime + kids.ru_stime if children else 0.0)
 
 
-def timed_import(store: str, folder: str, batch: int) -> tuple[float, float, dict]:
-    start, cpu = time.perf_counter(), cpu_seconds()
+def timed_import(store: str, folder: str, batch: int) -> tuple[float, float, float, dict]:
+    """(seconds, CPU seconds in all, CPU seconds of this process alone, the summary)."""
+    start, cpu, own = time.perf_counter(), cpu_seconds(), cpu_seconds(children=False)
     summary = run_import(store, "claude-code", [folder], Options(batch=batch, progress=sys.stderr.isatty()))
-    return time.perf_counter() - start, cpu_seconds() - cpu, summary
+    return time.perf_counter() - start, cpu_seconds() - cpu, cpu_seconds(children=False) - own, summary
 
 
 def replay_rate(store: str) -> dict:
@@ -138,14 +142,16 @@ def main(argv: list[str] | None = None) -> int:
         if not args.measure_only:
             record["content_bytes"] = write_transcripts(folder, turns, args.messages, args.per_session)
             print("transcripts written; importing", file=sys.stderr)
-            seconds, cpu, summary = timed_import(store, folder, args.batch)
+            seconds, cpu, own, summary = timed_import(store, folder, args.batch)
+            written = max(summary["written"], 1)
             record["import"] = {"seconds": round(seconds, 2), "written": summary["written"],
                                 "messages_per_s": round(summary["written"] / seconds),
-                                "cpu_us_per_message": round(1e6 * cpu / max(summary["written"], 1), 1)}
+                                "cpu_us_per_message": round(1e6 * cpu / written, 1),
+                                "writer_cpu_us_per_message": round(1e6 * own / written, 1)}
             print(f"imported: {json.dumps(record['import'])}", file=sys.stderr)
         record["store_file_bytes"] = os.path.getsize(os.path.join(store, "data.mdb"))
         if not args.no_rerun and not args.measure_only:
-            seconds, _, again = timed_import(store, folder, args.batch)
+            seconds, _, _, again = timed_import(store, folder, args.batch)
             record["rerun"] = {"seconds": round(seconds, 2), "written": again["written"],
                                "already_present": again["already_present"]}
             record["replay"] = replay_rate(store)
@@ -164,7 +170,8 @@ def table(record: dict) -> str:
     if "import" in record:
         imp = record["import"]
         lines.insert(0, f"import {imp['written']:,} messages: {imp['seconds']} s, {imp['messages_per_s']:,} "
-                        f"messages/s (batch {record['batch']:,}; {imp['cpu_us_per_message']} µs CPU a message)")
+                        f"messages/s (batch {record['batch']:,}; {imp['cpu_us_per_message']} µs CPU a message, "
+                        f"{imp['writer_cpu_us_per_message']} µs of it in the writing process)")
     if "rerun" in record:
         lines.append(f"re-run (all present): {record['rerun']['seconds']} s, wrote {record['rerun']['written']}")
         lines.append(f"replay of the store built: {record['replay']['seconds']} s, "

@@ -15,9 +15,10 @@ next merge; search reads pending records as :class:`Pending` values.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import _count_elements  # type: ignore[attr-defined]  # Counter's C loop
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 from eventstore import codec
@@ -29,6 +30,7 @@ from ..tokens import terms
 from .layout import FIELDS, PENDING, docno_of, exact_key
 
 MAX_TF, MAX_LENGTH = 255, 65535
+_TAGS = FIELDS.index("tags")
 _STAT_KEYS = tuple((f"len_{name}", f"n_{name}") for name in FIELDS)
 
 
@@ -97,11 +99,24 @@ def field_entry(field: int, texts: list[str]) -> FieldEntry:
     """The postings of one field whose texts are ``texts``."""
     if not texts:
         return EMPTY
+    if field == _TAGS:
+        return _tags_entry(tuple(texts))
+    return _entry(field, texts)
+
+
+@lru_cache(maxsize=4096)
+def _tags_entry(tags: tuple[str, ...]) -> FieldEntry:
+    """Tags repeat from message to message (a source's, a tool's): their entries are kept."""
+    return _entry(_TAGS, list(tags))
+
+
+def _entry(field: int, texts: list[str]) -> FieldEntry:
     toks = terms(texts[0]) if len(texts) == 1 else [t for text in texts for t in terms(text)]
     exact = tuple(exact_key(field, text) for text in dict.fromkeys(texts))
     if not toks:
         return FieldEntry(0, (), b"", exact)
-    counts = Counter(toks)                 # terms in order of first occurrence
+    counts: dict[str, int] = {}
+    _count_elements(counts, toks)          # terms in order of first occurrence
     tfs = counts.values()
     return FieldEntry(min(len(toks), MAX_LENGTH), tuple(counts),
                       bytes(tfs) if max(tfs) <= MAX_TF else bytes(min(n, MAX_TF) for n in tfs), exact)
@@ -117,16 +132,17 @@ def note_tfs(tfs: dict[str, dict[int, int]], docno: int, entry: FieldEntry) -> N
 
 def facet_keys(msg: Message) -> list[bytes]:
     """The facet keys of a message: ``s`` + session, ``k`` + kind, ``t`` +
-    tier, ``i`` + importance, ``r`` + role, ``g`` + each tag."""
+    tier, ``i`` + importance, ``r`` + role, ``g`` + each tag.  They repeat
+    from message to message (a session's, a source's): kept by the values
+    they come from."""
     m = msg.metadata
-    if m is codec.DEFAULT_METADATA:        # most messages, after decoding: keys kept per session and role
-        found = _DEFAULT_FACETS.get((msg.session_id, msg.role))
-        if found is None:
-            if len(_DEFAULT_FACETS) >= 4096:
-                _DEFAULT_FACETS.clear()
-            found = _DEFAULT_FACETS[(msg.session_id, msg.role)] = _facet_keys(msg.session_id, msg.role, m)
-        return list(found)
-    return _facet_keys(msg.session_id, msg.role, m)
+    values = (msg.session_id, msg.role, m.memory_kind, m.memory_tier, m.importance, m.tags)
+    found = _FACETS.get(values)
+    if found is None:
+        if len(_FACETS) >= 4096:
+            _FACETS.clear()
+        found = _FACETS[values] = _facet_keys(msg.session_id, msg.role, m)
+    return list(found)
 
 
 def _facet_keys(session_id: str, role: str, m: Metadata) -> list[bytes]:
@@ -136,7 +152,7 @@ def _facet_keys(session_id: str, role: str, m: Metadata) -> list[bytes]:
             + [b"g" + tag.encode("utf-8") for tag in dict.fromkeys(m.tags)])
 
 
-_DEFAULT_FACETS: dict[tuple[str, str], list[bytes]] = {}
+_FACETS: dict[tuple, list[bytes]] = {}
 
 
 def record_of(msg: Message) -> Record:

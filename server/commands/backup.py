@@ -2,7 +2,9 @@
 that servers may be writing to.
 
 The copy is LMDB's own (``mdb_env_copy``: one read transaction, so one
-committed state, whatever writers do meanwhile), written into a private
+committed state, whatever writers do meanwhile) or, with ``--compact``, the
+same records read in one read transaction and appended to a fresh file (no
+free pages: the size of what is live), written into a private
 directory beside DEST, synced, verified — the copy opens as a store and its
 read models equal a replay of its log (:func:`server.maintenance.differences`)
 — and only then renamed to DEST.  DEST is a store directory: restore by
@@ -28,6 +30,8 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     text = "copy the store to DEST (a new directory) while servers keep writing; verified before success"
     p = sub.add_parser("backup", parents=[common], help=text, description=text)
     p.add_argument("dest", metavar="DEST", help="the backup directory to create (must not exist)")
+    p.add_argument("--compact", action="store_true",
+                   help="a compacted copy: the same records without the file's free pages (smaller, slower)")
     p.set_defaults(run=run)
 
 
@@ -47,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot write in {parent}: {exc.strerror}") from None
     try:
         try:
-            service.store.copy_to(scratch)
+            service.store.copy_to(scratch, compact=args.compact)
         finally:
             service.close()
         _seal(scratch)
@@ -62,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     size = os.path.getsize(os.path.join(dest, DATA_FILE))
-    print(f"convmem: backed up {path} to {dest} ({size} bytes), verified: its read models equal "
-          "a replay of its log", file=sys.stderr)
+    print(f"convmem: backed up {path} to {dest} ({size} bytes{', compacted' if args.compact else ''}), "
+          "verified: its read models equal a replay of its log", file=sys.stderr)
     return 0
 
 

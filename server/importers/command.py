@@ -42,6 +42,7 @@ def run(args: argparse.Namespace, store: str) -> int:
         verb = "would write" if summary["dry_run"] else "wrote"
         print(f"import {summary['source']} into {store}: {summary['files']} files, {summary['turns']} turns; "
               f"{verb} {summary['written']} messages, {summary['already_present']} already there, "
+              f"{summary['updated']} updated, "
               f"{summary['ignored']} lines without a message, {summary['skipped']} skipped", file=sys.stderr)
     if not summary["files"] and not summary["skipped"]:
         where = ", ".join(args.paths) if args.paths else "the default places (see --help)"

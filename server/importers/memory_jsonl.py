@@ -21,8 +21,11 @@ Lines ``{"type":"entity","name","entityType","observations"}`` and
 * time: none in the format: the file's modification time.
 
 The graph is written in one transaction (relations may point forward).  An
-entity already imported is left as it is, even if its observations grew
-(re-importing a changed graph adds only new entities).
+entity already imported whose message the graph now gives differently (it
+gained observations or relations, or lost some) is updated in place (an
+update event: content, tags and relations as the graph has them now; its
+importance and tier as they are); an entity no longer in the graph is left
+alone.
 """
 
 from __future__ import annotations
@@ -102,4 +105,4 @@ def _entity(session: str, name: str, entity: dict[str, Any], rels: list[tuple[st
     lines += [f"→ {rtype}: {dst}" for rtype, dst in rels]
     tags = (NAME, f"entity-type:{etype}", *(f"relation-type:{rtype}" for rtype, _ in rels))
     return Turn(session, f"entity:{name}", "system", "\n".join(lines), when, tags, kind="semantic",
-                relations=tuple((relation_type(rtype), f"entity:{dst}") for rtype, dst in rels))
+                relations=tuple((relation_type(rtype), f"entity:{dst}") for rtype, dst in rels), updatable=True)

@@ -15,3 +15,4 @@ class Options:
     batch: int = BATCH            # turns per durable transaction
     bulk: bool = True             # index work held to each commit, as a replay does (same bytes)
     progress: bool | None = None  # a progress line on stderr; None: when stderr is a terminal
+    apart: bool | None = None     # read the source in a second process; None: a large import, several CPUs

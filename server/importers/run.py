@@ -7,15 +7,15 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import ModuleType
 
 from eventstore.store import EventStore
 from projections.registry import Projector
 
-from . import chatgpt, claude_ai, claude_code, codex, memory_jsonl
+from . import chatgpt, claude_ai, claude_code, codex, memory_jsonl, reader
 from .options import Options
-from .turns import Report, Turn
+from .turns import Report
 from .writer import Writer
 
 SOURCES: dict[str, ModuleType] = {m.NAME: m for m in (claude_code, codex, chatgpt, claude_ai, memory_jsonl)}
@@ -40,8 +40,7 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     try:
         writer = Writer(target, report, batch=options.batch, bulk=options.bulk, dry_run=options.dry_run,
                         progress=_progress(options))
-        feed(writer, module.read(paths, report, options))
-        writer.flush()
+        writer.write(reader.items(module, paths, report, options))
     finally:
         if owned:
             target.close()
@@ -50,14 +49,6 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     if _progress(options) is not None:
         sys.stderr.write("\n")
     return report.summary()
-
-
-def feed(writer: Writer, items: Iterator[Turn | list[Turn]]) -> None:
-    for item in items:
-        if isinstance(item, list):
-            writer.add_group(item)
-        else:
-            writer.add(item)
 
 
 def _progress(options: Options) -> Callable[[Report], None] | None:

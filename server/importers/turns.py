@@ -56,21 +56,24 @@ class Turn:
     tool_call_id: str | None = None
     summary: str | None = None
     relations: tuple[tuple[str, str], ...] = ()     # (type, import key in the same session)
+    updatable: bool = False       # the source's turn may change (a memory entity): a re-import updates it
     import_id: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
         if self.role not in ROLES or self.kind not in KINDS:
             raise ValueError("a turn's role or kind is not one the store knows")
-        if any(rtype not in RELATION_TYPES for rtype, _ in self.relations):
-            raise ValueError("a turn's relation type is not one the store knows")
+        if self.relations:
+            if any(rtype not in RELATION_TYPES for rtype, _ in self.relations):
+                raise ValueError("a turn's relation type is not one the store knows")
+            self.relations = tuple(dict.fromkeys(self.relations))[:MAX_RELATIONS]
         self.session_id = _session(self.session_id)
         self.content = limit_content(self.content)
         if self.summary is not None:
             self.summary = cut(self.summary, MAX_SUMMARY) or None
         if self.tool_call_id is not None:
             self.tool_call_id = cut(self.tool_call_id, 256)
-        self.tags = tuple(dict.fromkeys(t for t in map(tag, self.tags) if t))[:MAX_TAGS]
-        self.relations = tuple(dict.fromkeys(self.relations))[:MAX_RELATIONS]
+        if self.tags:
+            self.tags = _tags(tuple(self.tags))
         self.import_id = import_id(self.session_id, self.key)
 
 
@@ -124,6 +127,12 @@ def tag(text: str) -> str:
     return cut(text.replace("\x00", ""), MAX_TAG)
 
 
+@lru_cache(maxsize=4096)
+def _tags(tags: tuple[str, ...]) -> tuple[str, ...]:
+    """A turn's tags as the store takes them (a source's tags repeat: kept)."""
+    return tuple(dict.fromkeys(t for t in map(tag, tags) if t))[:MAX_TAGS]
+
+
 def as_text(value: Any) -> str:
     """A value as readable text: strings as they are, anything else as compact JSON."""
     if isinstance(value, str):
@@ -157,18 +166,25 @@ class Report:
     turns: int = 0                    # turns read from the sources
     written: int = 0                  # messages written (or, in a dry run, that would be)
     present: int = 0                  # turns already in the store (a re-run)
+    updated: int = 0                  # messages brought up to date (a memory entity that changed)
     ignored: int = 0                  # lines of kinds that carry no message (metadata, progress)
     skipped: list[str] = field(default_factory=list)
     dry_run: bool = False
+    echo: bool = True                 # print each skip to stderr as it happens
 
     def skip(self, where: str, why: str, out: TextIO | None = None) -> None:
-        line = f"{where}: {why}"
+        self.add_skip(f"{where}: {why}", out)
+
+    def add_skip(self, line: str, out: TextIO | None = None) -> None:
+        """A skip as ``file:line: why``."""
         self.skipped.append(line)
-        print(f"convmem import: warning: skipped {line}", file=out or sys.stderr)
+        if self.echo:
+            print(f"convmem import: warning: skipped {line}", file=out or sys.stderr)
 
     def summary(self) -> dict:
         return {"source": self.source, "dry_run": self.dry_run, "files": self.files, "turns": self.turns,
-                "written": self.written, "already_present": self.present, "ignored": self.ignored,
+                "written": self.written, "already_present": self.present, "updated": self.updated,
+                "ignored": self.ignored,
                 "skipped": len(self.skipped), "skips": list(self.skipped)}
 
 

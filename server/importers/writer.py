@@ -25,15 +25,19 @@ out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
-from eventstore.events import Message, MessageWritten, Metadata
+from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history, messages
 
 from .turns import IMPORT_ID_PREFIX, Report, Turn, import_id
 
 BATCH = 20_000          # turns per transaction
+
+
+Item = Turn | list[Turn]      # a turn, or turns that refer to one another (written in one transaction)
 
 
 class Writer:
@@ -43,63 +47,71 @@ class Writer:
         self.batch_size, self.bulk, self.dry_run = max(1, batch), bulk, dry_run
         self.progress = progress
         self.known: dict[str, dict[str, str]] = {}     # session → import id → message id (committed)
-        self.pending: list[Turn] = []
+        self.items: Iterator[Item] = iter(())
+        self.ahead: Item | None = None                  # read, not yet taken by a batch
+        self.failure: Exception | None = None           # what reading the source raised
 
-    def add(self, turn: Turn) -> None:
-        self.report.turns += 1
-        self.pending.append(turn)
-        if len(self.pending) >= self.batch_size:
-            self.flush()
+    def write(self, items: Iterable[Item]) -> None:
+        """Write every item, ``batch`` turns a transaction (a group is never
+        split: it starts a transaction of its own when it does not fit).
 
-    def add_group(self, turns: Iterable[Turn]) -> None:
-        """Turns that refer to one another: written in one transaction (a larger one if need be)."""
-        group = list(turns)
-        if self.pending and len(self.pending) + len(group) > self.batch_size:
-            self.flush()
-        self.report.turns += len(group)
-        self.pending.extend(group)
-        if len(self.pending) >= self.batch_size:
-            self.flush()
+        A batch takes its items while its transaction is open, so that the
+        turns are written while the source is still being read; should
+        reading fail, what was read is written and committed, then the
+        failure raised."""
+        self.items, self.ahead, self.failure = iter(items), None, None
+        while self._more():
+            self._batch()
+        if self.failure is not None:
+            raise self.failure
 
-    def flush(self) -> None:
-        turns, self.pending = self.pending, []
-        if not turns:
-            return
+    def _more(self) -> bool:
+        if self.ahead is None and self.failure is None:
+            try:
+                self.ahead = next(self.items, None)
+            except Exception as exc:       # the reading failed: what it gave is still written
+                self.failure = exc
+        return self.ahead is not None
+
+    def _take(self, count: int) -> Item | None:
+        """The next item, when a batch that holds ``count`` turns can take it."""
+        if not self._more():
+            return None
+        item = self.ahead
+        assert item is not None
+        size = len(item) if isinstance(item, list) else 1
+        if count and count + size > self.batch_size:
+            return None
+        self.ahead = None
+        self.report.turns += size
+        return item
+
+    def _batch(self) -> None:
+        taken: list[Item] = []      # a transaction run again (a full map) takes these again first
+
+        def plan(tx: Tx, w: WriteTx | None) -> _Plan:
+            batch = _Plan(self, tx, w)
+            for old in taken:
+                batch.take(old)
+            while batch.count < self.batch_size and (item := self._take(batch.count)) is not None:
+                taken.append(item)
+                batch.take(item)
+            batch.finish()
+            return batch
         if self.dry_run:
             with self.store.read() as tx:
-                added, written, present = self._plan(tx, turns, None)
+                done = plan(tx, None)
         else:
-            added, written, present = self.store.execute(lambda w: self._plan(w, turns, w), bulk=self.bulk)
-        for sid, keys in added.items():
+            done = self.store.execute(lambda w: plan(w, w), bulk=self.bulk)
+        for sid, keys in done.added.items():
             self.known[sid].update(keys)
         if not self.dry_run:     # a cache of committed state: keep only the sessions still being read
-            self.known = {sid: self.known[sid] for sid in added}
-        self.report.written += written
-        self.report.present += present
+            self.known = {sid: self.known[sid] for sid in done.added}
+        self.report.written += done.written
+        self.report.present += done.present
+        self.report.updated += done.updated
         if self.progress is not None:
             self.progress(self.report)
-
-    # ---------------------------------------------------------------- a batch
-    def _plan(self, tx: Tx, turns: list[Turn], w: WriteTx | None) -> tuple[dict[str, dict[str, str]], int, int]:
-        """Give each new turn its id, then (``w`` given) append its event.
-        Returns (import ids → message ids added per session, written, already present)."""
-        added: dict[str, dict[str, str]] = {}
-        new: list[tuple[Turn, str]] = []
-        present = 0
-        for n, turn in enumerate(turns):
-            sid = turn.session_id
-            known = self._known(tx, sid)
-            mine = added.setdefault(sid, {})
-            if turn.import_id in known or turn.import_id in mine:
-                present += 1
-                continue
-            mid = w.new_id(turn.timestamp) if w is not None else f"dry-run-{n}"
-            mine[turn.import_id] = mid
-            new.append((turn, mid))
-        if w is not None:
-            for turn, mid in new:
-                w.append(MessageWritten(self._message(turn, mid, added)))
-        return added, len(new), present
 
     def _message(self, turn: Turn, mid: str, added: dict[str, dict[str, str]]) -> Message:
         sid = turn.session_id
@@ -128,5 +140,90 @@ class Writer:
                         break
         return known
 
+
+class _Plan:
+    """One batch in its transaction: each new turn gets its id and (``w``
+    given) its event as it comes.  A turn with a relation to a turn not met
+    yet may be pointing at one later in the batch: from it on, the turns
+    are held and appended at the end of the batch, when every id of the
+    batch is known — the events are those of giving every turn its id
+    first, then appending them all.
+
+    A turn already imported is left alone, unless the source says its turns
+    change (``Turn.updatable``: a memory graph's entities): then, when the
+    message the source gives now differs from the one stored, an update
+    event brings it up to date (its content and the fields the import
+    sets; importance and tier stay as they are)."""
+
+    def __init__(self, writer: Writer, tx: Tx, w: WriteTx | None) -> None:
+        self.writer, self.tx, self.w = writer, tx, w
+        self.added: dict[str, dict[str, str]] = {}    # session → import id → message id, this batch
+        self.held: list[tuple[Turn, str, bool]] = []  # (turn, message id, an update)
+        self.count = self.written = self.present = self.updated = 0
+
+    def take(self, item: Item) -> None:
+        turns = item if isinstance(item, list) else [item]
+        self.count += len(turns)
+        new: list[Turn] = []
+        changed: list[tuple[Turn, str]] = []
+        for turn in turns:
+            known = self.writer._known(self.tx, turn.session_id)
+            mine = self.added.setdefault(turn.session_id, {})
+            if turn.import_id in known or turn.import_id in mine:
+                if turn.updatable and turn.import_id in known:
+                    changed.append((turn, known[turn.import_id]))
+                else:
+                    self.present += 1
+                continue
+            mine[turn.import_id] = ""            # its id comes below
+            new.append(turn)
+        self.written += len(new)
+        mids = (self.w.new_ids([t.timestamp for t in new]) if self.w is not None
+                else [f"dry-run-{self.written - len(new) + n}" for n in range(len(new))])
+        for turn, mid in zip(new, mids):
+            self.added[turn.session_id][turn.import_id] = mid
+        events = [(turn, mid, False) for turn, mid in zip(new, mids)] + [(t, m, True) for t, m in changed]
+        if not self.held and any(self._ahead(turn) for turn, _, _ in events):
+            self.held = events
+        elif self.held:
+            self.held.extend(events)
+        else:
+            self._append(events)
+
+    def _ahead(self, turn: Turn) -> bool:
+        """Whether a relation of ``turn`` names a turn not met yet."""
+        sid = turn.session_id
+        return any(import_id(sid, key) not in self.added[sid] and import_id(sid, key) not in self.writer.known[sid]
+                   for _, key in turn.relations)
+
+    def _append(self, events: list[tuple[Turn, str, bool]]) -> None:
+        for turn, mid, update in events:
+            if update:
+                self._update(turn, mid)
+            elif self.w is not None:
+                self.w.append(MessageWritten(self.writer._message(turn, mid, self.added)))
+
+    def _update(self, turn: Turn, mid: str) -> None:
+        """Bring the stored message up to date with ``turn`` (a dry run counts it)."""
+        old = messages.get(self.tx, mid)
+        now = self.writer._message(turn, mid, self.added)
+        if old is None:
+            self.present += 1
+            return
+        content = messages.load(self.tx, old).content
+        meta = replace(old.metadata, tags=now.metadata.tags, memory_kind=now.metadata.memory_kind,
+                       tool_call_id=now.metadata.tool_call_id, summary=now.metadata.summary,
+                       relations=now.metadata.relations, source_message_ids=now.metadata.source_message_ids)
+        if now.content == content and meta == old.metadata:
+            self.present += 1
+            return
+        self.updated += 1
+        if self.w is not None:
+            self.w.append(MessageUpdated(mid, old.revision + 1, max(turn.timestamp, old.updated_at),
+                                         now.content if now.content != content else None, meta))
+
+    def finish(self) -> None:
+        self._append(self.held)
+        self.held = []
 
 __all__ = ["BATCH", "Writer"]
