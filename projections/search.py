@@ -249,9 +249,13 @@ class _Accumulator:
         """The ``k`` of ``docnos`` with the highest scores, the newer first
         among equal ones (compared rounded: the order sums were added in
         must not matter)."""
-        if self.single():              # the score grows with the content sum
+        if self.single():              # the score grows with the content sum (every docno has one)
             sums = self.sums[0]
-            return heapq.nlargest(k, docnos, key=lambda d: (round(sums.get(d, 0.0), 9), d))
+            top = heapq.nlargest(k, docnos, key=sums.__getitem__)
+            if len(top) == k:          # settle the ties at the k-th among the few near it
+                floor = sums[top[-1]] - 1e-8
+                top = [d for d in docnos if sums[d] >= floor]
+            return heapq.nlargest(k, top, key=lambda d: (round(sums[d], 9), d))
         return heapq.nlargest(k, docnos, key=lambda d: (round(self.score(d), 9), d))
 
     def kth(self, k: int) -> float:
