@@ -115,7 +115,7 @@ class Link:
             try:
                 self._nc = await nats.connect(
                     servers=list(self.servers), name="convmem", connect_timeout=1, reconnect_time_wait=0.25,
-                    max_reconnect_attempts=-1, allow_reconnect=True, ping_interval=5, max_outstanding_pings=3,
+                    max_reconnect_attempts=-1, allow_reconnect=True, ping_interval=2, max_outstanding_pings=3,
                     error_cb=self._on_error, disconnected_cb=self._on_disconnected,
                     reconnected_cb=self._on_reconnected)
                 self._js = self._nc.jetstream(timeout=PUBLISH_TIMEOUT)
