@@ -7,8 +7,8 @@ Lines ``{timestamp, type, payload}``.  The mapping (docs/import.md has an exampl
 * ``response_item`` ``message``: a message of its role (``developer`` →
   system), the text of its ``input_text``/``output_text`` parts (an image a
   placeholder), key ``item:<id>`` when the item carries its own ``id``, else
-  ``line:<n>`` (the rollouts Codex writes leave message ids out; a rollout
-  is only ever appended to, so a line keeps its number);
+  ``line:<n>`` (for rollouts that leave item ids out; a rollout is only
+  ever appended to, so a line keeps its number);
 * ``function_call``/``custom_tool_call``: an assistant message ``[tool_use
   NAME] <arguments>``, ``tool_call_id`` = ``call_id``, key ``tool_use:<call_id>``;
 * ``function_call_output``/``custom_tool_call_output``: a user message with
