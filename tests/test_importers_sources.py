@@ -119,6 +119,27 @@ def test_codex_maps_messages_tool_calls_outputs_and_compaction(tmp_path, store_p
     assert summary["ignored"] == 4        # session_meta, two event_msg, and the reasoning (no --thinking)
 
 
+def test_codex_items_with_their_own_ids_are_keyed_by_them_so_a_resumed_copy_adds_only_what_is_new(tmp_path,
+                                                                                                     store_path):
+    meta, first, second = samples.codex_lines()[0], "msg_01", "msg_02"
+    said = lambda mid, text: {"timestamp": "2025-10-02T09:01:00.000Z", "type": "response_item", "payload": {
+        "type": "message", "role": "user", "id": mid, "content": [{"type": "input_text", "text": text}]}}
+    plain = {"timestamp": "2025-10-02T09:01:00.000Z", "type": "response_item", "payload": {
+        "type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "no id here"}]}}
+    samples._lines(str(tmp_path / "a" / f"rollout-2025-10-02T09-00-00-{samples.CODEX_ID}.jsonl"),
+                   [meta, said(first, "first question"), plain])
+    run_import(store_path, "codex", [str(tmp_path / "a")])
+    resumed = [meta, {"timestamp": "2025-10-02T09:02:00.000Z", "type": "turn_context", "payload": {"model": "m"}},
+               said(first, "first question"), said(second, "second question")]
+    samples._lines(str(tmp_path / "b" / f"rollout-2025-10-02T10-00-00-{samples.CODEX_ID}.jsonl"), resumed)
+    again = run_import(store_path, "codex", [str(tmp_path / "b")])
+    assert (again["written"], again["already_present"]) == (1, 1)
+    keyed = by_key(messages_of(store_path)[f"codex:{samples.CODEX_ID}"])
+    assert keyed["item:msg_01"]["content"] == "first question"
+    assert keyed["item:msg_02"]["content"] == "second question"
+    assert keyed["line:3"]["content"] == "no id here"
+
+
 def test_codex_reasoning_summaries_are_kept_with_thinking(tmp_path, store_path):
     root = samples.codex(str(tmp_path / "sessions"))
     run_import(store_path, "codex", [root], Options(thinking=True))

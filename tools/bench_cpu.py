@@ -1,13 +1,15 @@
 """CPU time per durable write and per replayed event, in-process.
 
-    python -m tools.bench_cpu [--writes N] [--events N] [--rounds R]
+    python -m tools.bench_cpu [--writes N] [--events N] [--imports N] [--rounds R]
 
 Wall-clock benchmarks on shared cores swing by ±20% from run to run; CPU time
 (``time.process_time``) swings less, and its minimum over a few rounds is the
 least disturbed by other work.  Used to compare two versions of the code back
 to back (run it in each checkout, alternating).  The replay runs in one
 process (``IndexConfig(second_process=False)``), so that its CPU time is all
-of its work.  Output: one JSON line on stdout.
+of its work; so does ``--imports N``, an import of N chat-sized messages
+(``tools.bench_import``'s transcripts, written before the clock starts,
+read in the importing process).  Output: one JSON line on stdout.
 """
 
 from __future__ import annotations
@@ -51,22 +53,48 @@ def replay_cpu(path: str, events: int) -> float:
         svc.close()
 
 
+def import_cpu(work: str, n: int) -> float:
+    """Microseconds of CPU per message of an import, all of it in one process."""
+    from eventstore.store import EventStore
+    from projections.registry import Projector
+    from server.importers import Options, run_import
+
+    from . import bench_import, search_scale
+    turns, _ = search_scale.load(search_scale.DEFAULT_DATA)
+    folder = os.path.join(work, "transcripts")
+    bench_import.write_transcripts(folder, turns, n, 500)
+    with EventStore(os.path.join(work, "i"), Projector(IndexConfig(second_process=False))) as store:
+        start = time.process_time()
+        run_import("", "claude-code", [folder], Options(progress=False, apart=False), store=store)
+        return 1e6 * (time.process_time() - start) / n
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.bench_cpu", description=__doc__.split("\n\n")[0])
     p.add_argument("--writes", type=int, default=2000, help="durable writes per round (default 2000)")
     p.add_argument("--events", type=int, default=20000, help="events in the replayed store (default 20000)")
+    p.add_argument("--imports", type=int, default=0, help="messages imported in one process (default 0: none)")
     p.add_argument("--rounds", type=int, default=3, help="rounds of each (default 3)")
     args = p.parse_args(argv)
-    writes, replays = [], []
+    writes, replays, imports = [], [], []
     for _ in range(args.rounds):
         work = tempfile.mkdtemp(prefix="convmem-cpu-")
         try:
-            writes.append(round(write_cpu(os.path.join(work, "w"), args.writes), 3))
-            replays.append(round(replay_cpu(os.path.join(work, "r"), args.events), 1))
+            if args.writes:
+                writes.append(round(write_cpu(os.path.join(work, "w"), args.writes), 3))
+            if args.events:
+                replays.append(round(replay_cpu(os.path.join(work, "r"), args.events), 1))
+            if args.imports:
+                imports.append(round(import_cpu(work, args.imports), 1))
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps({"benchmark": "bench_cpu", "write_cpu_ms": writes, "write_cpu_ms_min": min(writes),
-                      "replay_cpu_us_per_event": replays, "replay_cpu_us_min": min(replays)}))
+    record: dict = {"benchmark": "bench_cpu"}
+    for name, least, values in (("write_cpu_ms", "write_cpu_ms_min", writes),
+                                ("replay_cpu_us_per_event", "replay_cpu_us_min", replays),
+                                ("import_cpu_us_per_message", "import_cpu_us_min", imports)):
+        if values:
+            record[name], record[least] = values, min(values)
+    print(json.dumps(record))
     return 0
 
 

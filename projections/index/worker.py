@@ -18,7 +18,9 @@ short output) only means gathering here: a frame that is too long or cut
 ends the reading and the process, and the end of a replay waits at most
 ``join_wait`` seconds for it.  The process is handed a fingerprint of the
 code this process loaded (:data:`FINGERPRINT`) and does nothing if the code
-it loads from disk differs (an upgrade under a running server).
+it loads from disk differs (an upgrade under a running server).  It runs
+in a session of its own: a terminal's Ctrl-C reaches the replay alone (which
+stops it), and the end of its input ends it should the replay die.
 """
 
 from __future__ import annotations
@@ -145,7 +147,7 @@ class Builder:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", "from projections.index.worker import serve; serve()", FINGERPRINT],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root)
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root, start_new_session=True)
         except (OSError, ValueError, TypeError):
             return
         weakref.finalize(self, _stop, self.proc, self.outbox)

@@ -6,8 +6,9 @@ Lines ``{timestamp, type, payload}``.  The mapping (docs/import.md has an exampl
   without one, the id in the file name ``rollout-<time>-<id>.jsonl``);
 * ``response_item`` ``message``: a message of its role (``developer`` →
   system), the text of its ``input_text``/``output_text`` parts (an image a
-  placeholder), key ``<file line>`` (``line:<n>``: a rollout has no per-item
-  ids, and is only ever appended to, so a line keeps its number);
+  placeholder), key ``item:<id>`` when the item carries its own ``id``, else
+  ``line:<n>`` (for rollouts that leave item ids out; a rollout is only
+  ever appended to, so a line keeps its number);
 * ``function_call``/``custom_tool_call``: an assistant message ``[tool_use
   NAME] <arguments>``, ``tool_call_id`` = ``call_id``, key ``tool_use:<call_id>``;
 * ``function_call_output``/``custom_tool_call_output``: a user message with
@@ -92,7 +93,7 @@ class _Rollout:
         return (NAME, *((f"model:{self.model}",) if self.model else ()), *more)
 
     def _item(self, number: int, item: dict[str, Any]) -> Iterator[Turn]:
-        kind, key = item.get("type"), f"line:{number}"
+        kind, key = item.get("type"), _key(item, number)
         if kind == "message":
             role = _ROLES.get(text_of(item, "role") or "")
             if role is None:
@@ -149,6 +150,14 @@ class _Rollout:
                        self._tags("compacted"), kind="summary", summary=text)
         else:
             self.report.ignored += 1
+
+
+def _key(item: dict[str, Any], number: int) -> str:
+    """A message's or reasoning's import key: the item's own ``id`` when the
+    rollout has one (a resumed session that copies items keeps it), else
+    its line."""
+    own = item.get("id")
+    return f"item:{own}" if isinstance(own, str) and own else f"line:{number}"
 
 
 def _texts(parts: Any) -> list[str]:

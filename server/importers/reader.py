@@ -19,6 +19,9 @@ fingerprint, as the index's worker checks), ends without a frame and the
 source is read here instead, from the start; one that ends after its first
 frame but before its last makes the import fail (:class:`ReaderError`):
 the batches written before stay, and running the import again completes it.
+The reading process runs in a session of its own, so a terminal's Ctrl-C
+reaches the import alone, which stops it; should the import die, its next
+write to the pipe ends it.
 """
 
 from __future__ import annotations
@@ -120,7 +123,7 @@ def _start(module: ModuleType, paths: list[str], options: Options) -> subprocess
     try:
         proc = subprocess.Popen(
             [sys.executable, "-c", "from server.importers.reader import serve; serve()", fingerprint()],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root, start_new_session=True)
         assert proc.stdin is not None
         proc.stdin.write(pickle.dumps((module.__name__, paths, options, FRAME_ITEMS), 5))
         proc.stdin.close()
