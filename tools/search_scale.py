@@ -166,6 +166,7 @@ def run(path: str, data: str, total: int, boost: bool = True) -> dict:
     service = MemoryService(path)
     try:
         record["active_messages"] = service.health()["active_messages"]
+        total = record["messages"] = record["active_messages"] or total     # a reused store's own size
         record["rss_mb_opened"] = round(_rss_mb(), 1)
         measure(service, questions, Filters(), boost)                       # warm-up
         record["unfiltered"] = measure(service, questions, Filters(), boost)
