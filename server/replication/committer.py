@@ -150,8 +150,9 @@ class ReplicatedCommitter:
             return None
 
     def _loop(self) -> None:
+        self.link.wait_connected(TICK)      # a starting node tries to get ready at once, not a tick later
+        item = self._next(0)
         while True:
-            item = self._next(TICK)
             if item is _STOP:
                 return
             if not self.ready:
@@ -163,8 +164,8 @@ class ReplicatedCommitter:
                 except Exception as exc:
                     self._failed("getting ready failed", exc)
             if item is None:
-                continue
-            if item[0] == "records":
+                pass
+            elif item[0] == "records":
                 try:
                     self._apply(item[1], self._gather(item))
                 except Exception as exc:               # the batch is read again from the stored position
@@ -172,6 +173,7 @@ class ReplicatedCommitter:
                     self.ready = False
             else:
                 self._serve(item)
+            item = self._next(TICK)
 
     def _failed(self, what: str, exc: Exception) -> None:
         """Log a failure of the loop once, not on every retry of it."""
