@@ -52,6 +52,39 @@ def test_records_are_applied_with_the_stream_position_in_the_same_transaction(st
         assert dump_projections(other) == dump_projections(store)
 
 
+def mixed(n: int) -> list:
+    """``n`` messages written, then updates and deletes reaching some of them, interleaved
+    with more writes (the term index's bulk work then builds records it held)."""
+    msgs = [Message(f"01J{i:023d}", f"s{i % 7}", "user", f"message {i} about topic{i % 13} and more words",
+                    1_720_000_000_000 + i, 1_720_000_000_000 + i) for i in range(n)]
+    events: list = [MessageWritten(m) for m in msgs[: n // 2]]
+    for i, m in enumerate(msgs[n // 2:]):
+        events.append(MessageWritten(m))
+        old = msgs[i]
+        if i % 5 == 0:
+            events.append(MessageUpdated(old.message_id, 2, old.updated_at + 1, f"new text {i}", Metadata()))
+        if i % 7 == 0:
+            events.append(MessageDeleted(old.message_id))
+    return events
+
+
+def test_large_bulk_batches_give_the_read_models_of_small_transactions(store, tmp_path):
+    """A catch-up applies up to APPLY_BATCH events in one bulk transaction (the term index
+    holds its work and hands written messages to its second process, 512 at a time);
+    transactions of every size give the same bytes."""
+    events = mixed(1400)
+    records = [record(i + 1, e) for i, e in enumerate(events)]
+    assert apply_records(store, Position(1, 0), False, records).position.sequence == len(events)
+    with EventStore(str(tmp_path / "mixed"), Projector()) as other:
+        position, start = Position(1, 0), 0
+        for size in [1, 2, 1, 3, 600, 1, 1, 260, 5] * 3:
+            position = apply_records(other, position, False, records[start:start + size]).position
+            start += size
+        position = apply_records(other, position, False, records[start:]).position
+        assert position.sequence == len(events)
+        assert dump_projections(other) == dump_projections(store)
+
+
 def test_records_out_of_order_or_after_a_seal_are_refused_and_change_nothing(store):
     events = history(3)
     with pytest.raises(CorruptStoreError, match="consecutive"):

@@ -12,6 +12,7 @@
   missing or doubled afterwards (target: none).
 
     python -m tools.bench_replication [--writes 500] [--events 20000] [--failovers 3]
+    python -m tools.bench_replication --only catchup [--repeat 3]
 
 Numbers go to stdout; they are noisy on a shared machine (say so with them).
 """
@@ -66,9 +67,9 @@ def node(cluster: Cluster, path: str, stream: str) -> MemoryService:
     return MemoryService(path, replication=Settings(tuple(cluster.urls.split(",")), stream, 3))
 
 
-def bench_catchup(cluster: Cluster, work: str, events: int) -> dict:
-    stream = STREAM + "C"
-    writer = node(cluster, os.path.join(work, "c-writer"), stream)
+def bench_catchup(cluster: Cluster, work: str, events: int, run: int = 0) -> dict:
+    stream, here = f"{STREAM}C{run}", os.path.join(work, f"c{run}")
+    writer = node(cluster, os.path.join(here, "writer"), stream)
     try:
         for start in range(0, events, 2000):
             batch = [Message(f"01J{i:023d}", f"s{i % 50}", "user", f"bulk message {i} " + "text " * 20,
@@ -78,7 +79,7 @@ def bench_catchup(cluster: Cluster, work: str, events: int) -> dict:
     finally:
         writer.close()
     t = time.perf_counter()
-    fresh = node(cluster, os.path.join(work, "c-fresh"), stream)
+    fresh = node(cluster, os.path.join(here, "fresh"), stream)
     try:
         assert fresh.replicated is not None
         fresh.replicated.sync(timeout=600)
@@ -86,7 +87,7 @@ def bench_catchup(cluster: Cluster, work: str, events: int) -> dict:
         applied = fresh.health()["replication"]["applied_sequence"]
     finally:
         fresh.close()
-    with EventStore(os.path.join(work, "c-fresh"), Projector()) as store:    # the same machine, the same moment
+    with EventStore(os.path.join(here, "fresh"), Projector()) as store:    # the same machine, the same moment
         t = time.perf_counter()
         replayed = store.rebuild_projections()
         replay_rate = replayed / (time.perf_counter() - t)
@@ -129,12 +130,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--writes", type=int, default=500)
     p.add_argument("--events", type=int, default=20_000)
     p.add_argument("--failovers", type=int, default=3)
+    p.add_argument("--only", choices=("write", "catchup", "failover"), help="run only this part")
+    p.add_argument("--repeat", type=int, default=1, help="catch-up runs (each on a stream of its own)")
     args = p.parse_args(argv)
+    wanted = lambda part: args.only in (None, part)
     with tempfile.TemporaryDirectory(prefix="convmem-bench-repl-") as work, \
             Cluster(os.path.join(work, "nats"), size=3) as cluster:
-        print("write:", asyncio.run(bench_write(cluster, work, args.writes)), flush=True)
-        print("catch-up:", bench_catchup(cluster, work, args.events), flush=True)
-        for run in range(args.failovers):
+        if wanted("write"):
+            print("write:", asyncio.run(bench_write(cluster, work, args.writes)), flush=True)
+        for run in range(args.repeat if wanted("catchup") else 0):
+            print("catch-up:", bench_catchup(cluster, work, args.events, run), flush=True)
+        for run in range(args.failovers if wanted("failover") else 0):
             print(f"failover {run + 1}:", bench_failover(cluster, work, run), flush=True)
     return 0
 

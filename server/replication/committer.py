@@ -50,6 +50,7 @@ log = logging.getLogger("convmem")
 Command = Callable[[WriteTx], object]
 TICK = 0.2                   # seconds between two tries to get ready while idle
 APPLY_BATCH = 20_000         # stream messages per local transaction at most (when catching up)
+GATHER_WAIT = 1.0            # seconds a catch-up's transaction may wait for the stream's next messages
 PROGRESS_EVERY = 2.0         # seconds between two progress lines of a long catch-up
 _STOP = ("stop",)
 
@@ -149,8 +150,9 @@ class ReplicatedCommitter:
             return None
 
     def _loop(self) -> None:
+        self.link.wait_connected(TICK)      # a starting node tries to get ready at once, not a tick later
+        item = self._next(0)
         while True:
-            item = self._next(TICK)
             if item is _STOP:
                 return
             if not self.ready:
@@ -162,8 +164,8 @@ class ReplicatedCommitter:
                 except Exception as exc:
                     self._failed("getting ready failed", exc)
             if item is None:
-                continue
-            if item[0] == "records":
+                pass
+            elif item[0] == "records":
                 try:
                     self._apply(item[1], self._gather(item))
                 except Exception as exc:               # the batch is read again from the stored position
@@ -171,6 +173,7 @@ class ReplicatedCommitter:
                     self.ready = False
             else:
                 self._serve(item)
+            item = self._next(TICK)
 
     def _failed(self, what: str, exc: Exception) -> None:
         """Log a failure of the loop once, not on every retry of it."""
@@ -200,11 +203,15 @@ class ReplicatedCommitter:
 
     def _gather(self, item: tuple) -> list[Record]:
         """The records of ``item`` and of the batches queued right behind it (one transaction
-        for all: a catch-up applies at replay speed); what follows them waits its turn."""
-        records = list(item[2])
+        for all: a catch-up applies at replay speed); what follows them waits its turn.  While
+        the stream holds more (a catch-up), it waits up to ``GATHER_WAIT`` for them: a bulk
+        transaction has a fixed cost (the term index's second process starts and is waited
+        for), which a catch-up in transactions of one pull chunk would pay over and over."""
+        records, until = list(item[2]), time.monotonic() + GATHER_WAIT
         while len(records) < APPLY_BATCH and not self.deferred:
+            wait = until - time.monotonic() if records[-1].pending else 0.0
             try:
-                following = self._queue.get_nowait()
+                following = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
             if following[0] == "records" and following[1] == item[1]:
