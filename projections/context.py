@@ -111,10 +111,6 @@ class ContextScorer:
             return dict.fromkeys(docnos, 0.0)
         return {d: self._window_score(window) for d, window in self.windows(docnos).items()}
 
-    def score(self, docno: int) -> float:
-        """The context score of ``docno`` (0 when no query term is in its window)."""
-        return self.scores([docno])[docno]
-
     def _window_score(self, window: list[int]) -> float:
         found = [v for v in map(self._tfs, window) if v is not None]
         if not found:
@@ -156,9 +152,6 @@ class ContextScorer:
     def _tf(lst: ContentList, docno: int) -> int:
         hit = lst.probe(docno)
         return hit[0] if hit else 0
-
-    def _size(self, docno: int) -> int:
-        return self._row(docno)[0]
 
     def _row(self, docno: int) -> tuple[int, bytes]:
         """(content size, session facet key) of a document, from its ``docs`` row."""

@@ -86,7 +86,6 @@ class Hit:
     doc: Doc
     score: float
     breakdown: dict[str, float] = dataclasses.field(default_factory=dict)
-    docno: int = 0
 
 
 def idf(n_docs: int, df: int) -> float:
@@ -140,7 +139,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     if context:
         completed = _Completion(acc, rest, keep, done.union(candidates), trace)
         return _rank_in_context(tx, acc, candidates, completed, fl, limit, lists, pend, st)
-    return _rank(acc, candidates, fl, limit)
+    return _rank(acc, [(_reported(acc.score(d)), d) for d in candidates], fl, limit)
 
 
 # --------------------------------------------------------------------- plan
@@ -382,11 +381,11 @@ def _bound(lists: list[_List]) -> float:
 
 
 # ------------------------------------------------------------------ ranking
-def _rank(acc: _Accumulator, candidates: list[int], fl: FacetFilter, limit: int) -> list[Hit]:
-    """The best ``limit`` candidates that pass the filter, ties settled by the
-    contract's rule: higher importance, then newer timestamp, then message id — the larger
-    first, since ULIDs are monotonic: still the newer within one millisecond."""
-    scored = [(_reported(acc.score(d)), d) for d in candidates]
+def _rank(acc: _Accumulator, scored: list[tuple[float, int]], fl: FacetFilter, limit: int) -> list[Hit]:
+    """The best ``limit`` of the (reported score, docno) pairs that pass the
+    filter, ties settled by the contract's rule: higher importance, then newer
+    timestamp, then message id — the larger first, since ULIDs are monotonic:
+    still the newer within one millisecond."""
     m = 2 * limit + 8
     while True:
         hits, complete = _take(heapq.nlargest(m, scored), acc, fl, limit)
@@ -406,7 +405,7 @@ def _take(ordered, acc: _Accumulator, fl: FacetFilter, limit: int) -> tuple[list
         if (doc := fl.doc(docno)) is None:     # every summed document passed the filter
             continue
         parts = {name: _reported(s) for name, s in zip(FIELDS, acc.fields(docno))}
-        hits.append(Hit(doc, score, parts, docno))
+        hits.append(Hit(doc, score, parts))
     return hits, False
 
 
@@ -415,7 +414,7 @@ def _rank_in_context(tx: Tx, acc: _Accumulator, candidates: list[int], completio
     """The best ``limit`` messages once raised by their context
     (:mod:`projections.context`), among the best ``max(limit, POOL)``
     candidates by their own score and every message with an own match in one
-    of their windows (a short reply beside a strong match); ties as in :func:`_rank`."""
+    of their windows (a short reply beside a strong match), ranked by :func:`_rank`."""
     best = acc.best(candidates, max(limit, POOL))
     content = [lst for lst in lists if lst.field == 0]
     with ContextScorer(tx, content, [lst.q for lst in content], pend, st["active"],
@@ -427,17 +426,8 @@ def _rank_in_context(tx: Tx, acc: _Accumulator, candidates: list[int], completio
             completion.own(list(near))
             pool.update(d for d in near if acc.score(d) > 0)
         ctx = scorer.scores(sorted(pool))
-        boosted = sorted(((_reported(1.0 - (1.0 - acc.score(d)) * (1.0 - CONTEXT_WEIGHT * ctx[d])), d)
-                          for d in pool), reverse=True)
-    if len(boosted) > limit:
-        cut = boosted[limit - 1][0]
-        boosted = [b for b in boosted if b[0] >= cut]           # ties settled below
-    hits = []
-    for score, docno in boosted:
-        if (doc := fl.doc(docno)) is not None:
-            hits.append(Hit(doc, score, {n: _reported(s) for n, s in zip(FIELDS, acc.fields(docno))}, docno))
-    hits.sort(key=lambda h: (h.score, h.doc.importance, h.doc.timestamp, h.doc.message_id), reverse=True)
-    return hits[:limit]
+    boosted = [(_reported(1.0 - (1.0 - acc.score(d)) * (1.0 - CONTEXT_WEIGHT * ctx[d])), d) for d in pool]
+    return _rank(acc, boosted, fl, limit)
 
 
 def _reported(s: float) -> float:
