@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eventstore.events import Metadata
-from projections import search
+from projections import evaluation
 from projections.index import IndexConfig, filters
 from projections.search import Filters
 from server.service import MemoryService
@@ -70,7 +70,7 @@ def crowd(store_path):
 def counted(monkeypatch):
     """Counts per-document lookups and whole-list reads made by the ranker."""
     counts = {"doc": 0, "blocks": 0}
-    real_doc, real_block = filters.doc, search._List.postings
+    real_doc, real_block = filters.doc, evaluation.QueryList.whole
 
     def doc(tx, docno):
         counts["doc"] += 1
@@ -80,7 +80,7 @@ def counted(monkeypatch):
         counts["blocks"] += 1
         return real_block(*args)
     monkeypatch.setattr(filters, "doc", doc)
-    monkeypatch.setattr(search._List, "postings", block)
+    monkeypatch.setattr(evaluation.QueryList, "whole", block)
     return counts
 
 

@@ -14,7 +14,9 @@ One module per part, each readable on its own:
 * :mod:`.bulk` — a replay's index work, held in memory and written in large steps;
 * :mod:`.gather` and :mod:`.worker` — a replay's batches gathered per list,
   mostly in a second process;
-* :mod:`.filters` — search filters answered from the facet lists.
+* :mod:`.filters` — search filters answered from the facet lists;
+* :mod:`.arrays` — posting chunks decoded as arrays, many at a time, and
+  decoded lists kept between searches.
 
 Sub-databases: ``postings`` (posting chunks), ``pending`` (records written
 since the last merge), ``exact`` (whole-field text hashes → docnos), ``docs``

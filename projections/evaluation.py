@@ -1,0 +1,273 @@
+"""What the ranker (:mod:`projections.search`) evaluates with: a query term's
+posting list in one field, and every document's per-field sums — as arrays.
+
+A list is decoded a whole list, or the chunks a set of documents falls in, at
+a time (:func:`~projections.index.arrays.decode_chunks`), and its BM25 terms
+are added to the sums in one step: the sums are arrays indexed by docno, so
+adding a list is a scatter, not a dictionary update per posting.  Every
+float operation is the one a per-posting loop would do, in the same order
+(``w · tf / (tf + c + d · length)``, lists added one after the other), so a
+document's sums do not depend on how they were computed.  Which documents
+pass the search's filter is asked of the documents that could make the
+result only (:class:`Admit`), not of every posting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .index import FIELDS, decode_chunk
+from .index.arrays import EMPTY, DecodedLists, Postings, decode_chunks, first_docnos
+
+K1, B = 0.9, 0.4                     # BM25 term-frequency saturation and length normalization
+PARTIAL_CAP = 0.99
+WEIGHTS = (1.0, 0.9, 0.8)            # content, summary, tags
+WHOLE = 10.0                         # added to a field's sum when it equals the query whole
+WHOLE_SHARE = 4                      # look documents up in the whole list (decoded once, kept) when they
+WHOLE_MIN = 32                       # fall in ≥ 1/WHOLE_SHARE of its chunks, and it has ≥ WHOLE_MIN chunks
+CACHE_BYTES = 128 << 20              # decoded lists kept between searches (per process)
+_NF = len(FIELDS)
+LISTS = DecodedLists(CACHE_BYTES)
+
+
+def field_score(total: float) -> float:
+    """A field's score from its sum: 1.0 for a whole match, else capped."""
+    return 1.0 if total >= WHOLE else min(total, PARTIAL_CAP)
+
+
+def combine(scores: Iterable[float]) -> float:
+    """1 − Π(1 − w_f · s_f) over the field scores, in field order."""
+    miss = 1.0
+    for w, s in zip(WEIGHTS, scores):
+        miss *= 1.0 - w * s
+    return 1.0 - miss
+
+
+@dataclass(eq=False)
+class QueryList:
+    """One query term in one field: weight, statistics and its chunks."""
+
+    field: int
+    term: str
+    weight: float          # q · idf ÷ the field's total
+    df: int                # postings in the merged lists
+    avg: float
+    keys: list[bytes]      # of the chunks, in order
+    chunks: list[bytes]
+    df_all: int = 0        # postings, pending documents included
+    q: float = 1.0         # the term's query weight
+    decoded: dict = dataclasses.field(default_factory=dict)
+    _whole: Postings | None = None
+    _peeked: bool = False
+
+    def __post_init__(self) -> None:
+        self.firsts = first_docnos(self.keys)
+        self.starts = self.firsts.tolist()          # to bisect one docno
+
+    def factor(self) -> tuple[float, float]:
+        """(c, d) with tf_factor = tf / (tf + c + d · length)."""
+        return K1 * (1 - B), K1 * B / self.avg
+
+    def terms(self, tfs: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """The list's BM25 terms for postings with these tfs and lengths."""
+        c, d = self.factor()
+        return self.weight * tfs / (tfs + c + d * lengths)
+
+    def whole(self) -> Postings:
+        """Every posting, in docno order."""
+        if self._whole is None:
+            self._whole = LISTS.get(self.keys, self.chunks, self.firsts)
+        return self._whole
+
+    def find(self, docnos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Of the sorted ``docnos``, which are in the list (a mask), and their
+        tfs and lengths: from the whole list when they fall in many of its
+        chunks, else from the chunks they fall in."""
+        if not len(docnos) or not self.keys:
+            return np.zeros(len(docnos), bool), EMPTY.tfs, EMPTY.lengths
+        if self._whole is None and not self._peeked:
+            self._whole, self._peeked = LISTS.peek(self.keys, self.chunks), True
+        if self._whole is not None:
+            found = self._whole
+        else:
+            at = np.unique(np.searchsorted(self.firsts, docnos, side="right") - 1)
+            at = at[at >= 0]
+            if len(self.keys) >= WHOLE_MIN and WHOLE_SHARE * len(at) >= len(self.keys):
+                found = self.whole()
+            else:
+                wanted = at.tolist()
+                found = decode_chunks([self.keys[i] for i in wanted], [self.chunks[i] for i in wanted],
+                                      self.firsts[at])
+        if not len(found.docnos):
+            return np.zeros(len(docnos), bool), EMPTY.tfs, EMPTY.lengths
+        pos = np.minimum(np.searchsorted(found.docnos, docnos), len(found.docnos) - 1)
+        hit = found.docnos[pos] == docnos
+        pos = pos[hit]
+        return hit, found.tfs[pos], found.lengths[pos]
+
+    # one document at a time (the context scorer's random access)
+    def chunk(self, i: int) -> tuple:
+        found = self.decoded.get(i)
+        if found is None:
+            found = self.decoded[i] = decode_chunk(self.keys[i], self.chunks[i])
+        return found
+
+    def probe(self, docno: int) -> tuple[int, int] | None:
+        """(tf, length) of ``docno`` in this list, if it is there."""
+        i = bisect_right(self.starts, docno) - 1
+        if i < 0:
+            return None
+        docnos, tfs, lengths = self.chunk(i)
+        j = bisect_left(docnos, docno)
+        return (tfs[j], lengths[j]) if j < len(docnos) and docnos[j] == docno else None
+
+
+class Sums:
+    """Per field, each document's partial sum (``WHOLE`` added for a whole
+    match), in arrays indexed by docno; and the documents that have one."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(size, 1)
+        self.sums: list[np.ndarray | None] = [None] * _NF
+        self.seen = np.zeros(self.size, bool)
+        self._fresh: list[np.ndarray] = []
+
+    def _fit(self, top: int) -> None:
+        if top < self.size:
+            return
+        size = max(top + 1, 2 * self.size)
+        self.seen = np.concatenate([self.seen, np.zeros(size - self.size, bool)])
+        self.sums = [None if s is None else np.concatenate([s, np.zeros(size - self.size)]) for s in self.sums]
+        self.size = size
+
+    def add(self, field: int, docnos: np.ndarray, values: np.ndarray) -> None:
+        """Add ``values`` to the sums of ``docnos`` (distinct) in ``field``."""
+        if not len(docnos):
+            return
+        self._fit(int(docnos.max()))
+        sums = self.sums[field]
+        if sums is None:
+            sums = self.sums[field] = np.zeros(self.size)
+        sums[docnos] += values
+        fresh = docnos[~self.seen[docnos]]
+        if len(fresh):
+            self.seen[fresh] = True
+            self._fresh.append(fresh)
+
+    def single(self) -> bool:
+        """Only the content field has anything (the common case)."""
+        return all(s is None for s in self.sums[1:])
+
+    def docs(self) -> np.ndarray:
+        """Every document with a sum (each once, in no particular order)."""
+        return np.concatenate(self._fresh) if self._fresh else np.zeros(0, np.int64)
+
+    def get(self, field: int, docno: int) -> float:
+        sums = self.sums[field]
+        return float(sums[docno]) if sums is not None and docno < self.size else 0.0
+
+    def fields(self, docno: int) -> list[float]:
+        return [field_score(self.get(f, docno)) for f in range(_NF)]
+
+    def score(self, docno: int) -> float:
+        return combine(self.fields(docno))
+
+    def _field_scores(self, field: int, docnos: np.ndarray, extra: float = 0.0) -> np.ndarray:
+        sums = self.sums[field]
+        total = np.zeros(len(docnos)) if sums is None else sums[docnos]
+        if extra:
+            total = total + extra
+        return np.where(total >= WHOLE, 1.0, np.minimum(total, PARTIAL_CAP))
+
+    def scores(self, docnos: np.ndarray, extra: tuple[float, ...] = (0.0,) * _NF) -> np.ndarray:
+        """:meth:`score` of each of ``docnos`` — with ``extra`` added to each
+        field's sum first (an upper bound) — computed as :func:`combine` does."""
+        miss = np.ones(len(docnos))
+        for f, (w, e) in enumerate(zip(WEIGHTS, extra)):
+            miss *= 1.0 - w * self._field_scores(f, docnos, e)
+        return 1.0 - miss
+
+    def content(self, docnos: np.ndarray) -> np.ndarray:
+        sums = self.sums[0]
+        return np.zeros(len(docnos)) if sums is None else sums[docnos]
+
+    def kth(self, k: int, admit: Admit | None, among: np.ndarray | None = None) -> float:
+        """The k-th best score among the documents summed that pass — or
+        among ``among``, which all pass (None: every one does) — a lower
+        bound of the final k-th; 0.0 while fewer than k pass."""
+        docs = self.docs() if among is None else among
+        if len(docs) < k:
+            return 0.0
+        single = self.single()
+        values = self.content(docs) if single else self.scores(docs)
+        m = k
+        while True:
+            if m >= len(docs):
+                top = np.argsort(-values, kind="stable")
+            else:
+                top = np.argpartition(-values, m - 1)[:m]
+                top = top[np.argsort(-values[top], kind="stable")]
+            passing = top if admit is None else top[admit(docs[top])]
+            if len(passing) >= k:
+                best = float(values[passing[k - 1]])
+                return field_score(best) if single else best
+            if m >= len(docs):
+                return 0.0
+            m *= 4
+
+    def best(self, docnos: np.ndarray, k: int) -> list[int]:
+        """The ``k`` of ``docnos`` with the highest scores, the newer first
+        among equal ones (compared rounded: the order sums were added in
+        must not matter)."""
+        if not len(docnos):
+            return []
+        values = self.content(docnos) if self.single() else self.scores(docnos)
+        if len(docnos) > k:            # the few near the k-th settle the ties
+            floor = float(np.partition(values, len(values) - k)[len(values) - k]) - 1e-8
+            keep = values >= floor
+            docnos, values = docnos[keep], values[keep]
+        pairs = zip(values.tolist(), docnos.tolist())
+        return [d for _, d in heapq.nlargest(k, ((round(v, 9), d) for v, d in pairs))]
+
+
+class Admit:
+    """Which documents pass the search's filter, asked of arrays of docnos:
+    the ``done`` ones (pending documents, checked on their records) do; the
+    others are checked by ``passes`` — against the filter's set of allowed
+    docnos, when it has one, first."""
+
+    def __init__(self, passes: Callable[[int], bool] | None, allowed: set[int] | None, done: set[int],
+                 checks: bool) -> None:
+        self._passes = passes if checks else None
+        self._allowed = None if allowed is None else np.array(sorted(allowed), np.int64)
+        self._done = np.array(sorted(done), np.int64)
+        self.everything = passes is None or (allowed is None and not checks)
+
+    def __call__(self, docnos: np.ndarray) -> np.ndarray:
+        if self.everything:
+            return np.ones(len(docnos), bool)
+        ok = np.ones(len(docnos), bool)
+        if self._allowed is not None:
+            ok &= _member(docnos, self._allowed)
+        if self._passes is not None:
+            at = np.flatnonzero(ok)
+            ok[at] = np.fromiter(map(self._passes, docnos[at].tolist()), bool, len(at))
+        if len(self._done):
+            ok |= _member(docnos, self._done)
+        return ok
+
+    def one(self, docno: int) -> bool:
+        return bool(self(np.array([docno], np.int64))[0])
+
+
+def _member(docnos: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    if not len(sorted_set):
+        return np.zeros(len(docnos), bool)
+    pos = np.minimum(np.searchsorted(sorted_set, docnos), len(sorted_set) - 1)
+    return sorted_set[pos] == docnos

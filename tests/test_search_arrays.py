@@ -1,0 +1,130 @@
+"""Posting chunks decoded as arrays: the same postings as the one-chunk codec,
+refused when damaged, and decoded lists kept between searches never stale."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eventstore.errors import CorruptStoreError
+from eventstore.events import Metadata
+from projections import evaluation
+from projections.index.arrays import DecodedLists, counts, decode_chunks, first_docnos
+from projections.index.chunks import chunk_count, cut_list, decode_chunk
+from projections.search import Filters
+from server.service import MemoryService
+
+PREFIX = b"\x00term\x00"
+
+
+@st.composite
+def posting_lists(draw):
+    """A sorted list of distinct docnos (gaps of every width), tfs and lengths."""
+    n = draw(st.integers(1, 400))
+    gaps = draw(st.lists(st.one_of(st.integers(1, 3), st.integers(1, 300), st.integers(1, 70_000),
+                                   st.integers(1, 1 << 33)), min_size=n, max_size=n))
+    docnos = list(np.cumsum(gaps).tolist())
+    tfs = draw(st.one_of(st.none(), st.lists(st.integers(1, 255), min_size=n, max_size=n)))
+    lengths = draw(st.lists(st.one_of(st.integers(1, 255), st.integers(1, 65_535)), min_size=n, max_size=n))
+    chunk = draw(st.sampled_from([1, 2, 8, 128]))
+    return docnos, tfs, lengths, (1 << 64) // chunk
+
+
+def reference(items):
+    out = ([], [], [])
+    for key, raw in items:
+        docnos, tfs, lengths = decode_chunk(key, raw)
+        out[0].extend(docnos)
+        out[1].extend(tfs)
+        out[2].extend(lengths)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(posting_lists(), st.data())
+def test_chunks_decoded_as_arrays_give_what_the_chunk_codec_gives(lst, data):
+    docnos, tfs, lengths, cut = lst
+    items = cut_list(PREFIX, docnos, tfs, lengths, cut)
+    keys, raws = [k for k, _ in items], [v for _, v in items]
+    got = decode_chunks(keys, raws, first_docnos(keys))
+    assert [a.tolist() for a in got] == list(reference(items))
+    assert counts(raws).tolist() == [chunk_count(r) for r in raws]
+    some = sorted(data.draw(st.sets(st.integers(0, len(items) - 1))))
+    part = decode_chunks([keys[i] for i in some], [raws[i] for i in some], first_docnos(keys)[some])
+    assert [a.tolist() for a in part] == list(reference([items[i] for i in some]))
+
+
+@pytest.mark.parametrize("where", [0, 1, 7, -5, -1])
+def test_a_damaged_chunk_among_many_is_refused(where):
+    items = cut_list(PREFIX, list(range(1, 3000, 3)), None, [5] * 1000, (1 << 64) // 64)
+    keys, raws = [k for k, _ in items], [bytearray(v) for _, v in items]
+    raws[3][where] ^= 0x10
+    with pytest.raises(CorruptStoreError):
+        decode_chunks(keys, [bytes(r) for r in raws], first_docnos(keys))
+
+
+def chunks_of(docnos, prefix=PREFIX):
+    items = cut_list(prefix, docnos, [1 + d % 7 for d in docnos], [3 + d % 300 for d in docnos], (1 << 64) // 16)
+    return [k for k, _ in items], [v for _, v in items]
+
+
+@pytest.mark.parametrize("change", ["append", "grow the last chunk", "rewrite a middle chunk", "drop the tail",
+                                    "remove the first posting"])
+def test_a_kept_list_is_decoded_again_from_its_first_changed_chunk(change):
+    docnos = list(range(10, 4000, 3))
+    changed = {
+        "append": docnos + list(range(4000, 4300, 2)),
+        "grow the last chunk": docnos + [4001],
+        "rewrite a middle chunk": [d for d in docnos if d != 2002],
+        "drop the tail": docnos[:900],
+        "remove the first posting": docnos[1:],
+    }[change]
+    kept = DecodedLists(1 << 30)
+    keys, raws = chunks_of(docnos)
+    kept.get(keys, raws, first_docnos(keys))
+    keys, raws = chunks_of(changed)
+    assert kept.peek(keys, raws) is None                      # stale: never answered from
+    got = kept.get(keys, raws, first_docnos(keys))
+    fresh = decode_chunks(keys, raws, first_docnos(keys))
+    assert all(a.tolist() == b.tolist() for a, b in zip(got, fresh))
+    assert kept.peek(keys, raws) is got
+
+
+def test_decoded_lists_stay_within_their_budget():
+    kept = DecodedLists(200_000)
+    for start in range(20):
+        keys, raws = chunks_of(list(range(start, start + 6000, 7)), b"\x00t%d\x00" % start)
+        kept.get(keys, raws, first_docnos(keys))
+        assert kept._held <= kept.budget
+    assert 0 < len(kept._entries) < 20
+
+
+def ranked(svc, query):
+    return [(r["message_id"], r["score"]) for r in svc.search(query, Filters(), 0, 10)["results"]]
+
+
+def test_searches_with_lists_kept_from_earlier_ones_rank_as_a_fresh_process_would(store_path, monkeypatch):
+    """Writes, merges, updates and deletes between searches: what the kept
+    lists give is always what decoding the store afresh gives."""
+    monkeypatch.setattr(evaluation, "WHOLE_MIN", 1)                 # every lookup goes through kept lists
+    monkeypatch.setattr(evaluation, "LISTS", DecodedLists(1 << 30))
+    svc = MemoryService(store_path)
+    words = ["deploy", "release", "status", "zebra", "weekly", "report", "alpha", "beta"]
+    queries = ["deploy status", "weekly report zebra", "alpha beta release", "status"]
+    ids = []
+    try:
+        for round_ in range(6):
+            for i in range(150):
+                text = " ".join(words[(i * k + round_) % len(words)] for k in range(1, 2 + i % 5))
+                ids.append(svc.write_message(f"s{i % 7}", "user", text, Metadata())["message"]["message_id"])
+            for mid in ids[round_ * 40:round_ * 40 + 5]:
+                svc.delete_message(mid, None)
+            for mid in ids[round_ * 40 + 5:round_ * 40 + 8]:
+                svc.update_message(mid, f"zebra status {round_}", {}, None)
+            warm = [ranked(svc, q) for q in queries]
+            monkeypatch.setattr(evaluation, "LISTS", DecodedLists(1 << 30))     # nothing kept
+            assert [ranked(svc, q) for q in queries] == warm
+    finally:
+        svc.close()
