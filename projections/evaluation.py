@@ -221,18 +221,27 @@ class Sums:
                 return 0.0
             m *= 4
 
-    def best(self, docnos: np.ndarray, k: int) -> list[int]:
-        """The ``k`` of ``docnos`` with the highest scores, the newer first
-        among equal ones (compared rounded: the order sums were added in
-        must not matter)."""
+    def best(self, docnos: np.ndarray, k: int, admit: Admit | None = None) -> list[int]:
+        """The ``k`` of ``docnos`` that pass (``admit``; None: all do) with the
+        highest scores, the newer first among equal ones (compared rounded:
+        the order sums were added in must not matter).  Only the best are
+        asked whether they pass: the best m, then 4m, … until k do."""
         if not len(docnos):
             return []
         values = self.content(docnos) if self.single() else self.scores(docnos)
-        if len(docnos) > k:            # the few near the k-th settle the ties
-            floor = float(np.partition(values, len(values) - k)[len(values) - k]) - 1e-8
-            keep = values >= floor
-            docnos, values = docnos[keep], values[keep]
-        pairs = zip(values.tolist(), docnos.tolist())
+        m = k
+        while True:
+            if len(docnos) > m:        # the best m, and the few tied with the m-th
+                floor = float(np.partition(values, len(values) - m)[len(values) - m]) - 1e-8
+                window = np.flatnonzero(values >= floor)
+            else:
+                window = np.arange(len(docnos))
+            if admit is not None:
+                window = window[admit(docnos[window])]
+            if len(window) >= k or len(docnos) <= m:
+                break
+            m *= 4
+        pairs = zip(values[window].tolist(), docnos[window].tolist())
         return [d for _, d in heapq.nlargest(k, ((round(v, 9), d) for v, d in pairs))]
 
 

@@ -124,7 +124,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
         for lst in lists:
             _read(lst, acc, trace, only)
         docs = acc.docs()
-        candidates = docs[admit(docs)]
+        candidates = docs
         rest: list[QueryList] = []
         dropped: dict[int, int] = {}
     else:
@@ -133,7 +133,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     if context:
         completed = _Completion(acc, rest, done.union(candidates.tolist()), dropped, trace)
         return _rank_in_context(tx, acc, candidates, completed, admit, fl, limit, lists, pend, st)
-    return _rank(acc, [(_reported(acc.score(d)), d) for d in candidates.tolist()], fl, limit)
+    return _rank(acc, [(_reported(acc.score(d)), d) for d in candidates.tolist()], fl, limit, admit)
 
 
 # --------------------------------------------------------------------- plan
@@ -240,16 +240,15 @@ def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: set[in
         theta = acc.kth(k, admit)
     docs = acc.docs()
     if not order:
-        return np.sort(docs[admit(docs)]), [], {}
+        return np.sort(docs), [], {}
     need = np.sort(docs[_could(acc, docs, order, theta)])
-    need = need[admit(need)]
     pending_done = np.array(sorted(done), np.int64)
     probe = need[~np.isin(need, pending_done)] if done else need
     dropped: dict[int, int] = {}
     for i, lst in enumerate(order):
         _read(lst, acc, trace, probe)
         if prune and i + 1 < len(order) and len(need) > k:
-            theta = max(theta, acc.kth(k, None, need))
+            theta = max(theta, acc.kth(k, admit, need))
             keep = _could(acc, probe, order[i + 1:], theta)
             dropped.update(dict.fromkeys(probe[~keep].tolist(), i + 1))
             probe = probe[keep]
@@ -303,14 +302,15 @@ def _bound(lists: list[QueryList]) -> float:
 
 
 # ------------------------------------------------------------------ ranking
-def _rank(acc: Sums, scored: list[tuple[float, int]], fl: FacetFilter, limit: int) -> list[Hit]:
+def _rank(acc: Sums, scored: list[tuple[float, int]], fl: FacetFilter, limit: int,
+          admit: Admit | None) -> list[Hit]:
     """The best ``limit`` of the (reported score, docno) pairs that pass the
-    filter, ties settled by the contract's rule: higher importance, then newer
+    filter (``admit``; None: they all do), ties settled by the contract's rule: higher importance, then newer
     timestamp, then message id — the larger first, since ULIDs are monotonic:
     still the newer within one millisecond."""
     m = 2 * limit + 8
     while True:
-        hits, complete = _take(heapq.nlargest(m, scored), acc, fl, limit)
+        hits, complete = _take(heapq.nlargest(m, scored), acc, fl, limit, admit)
         if complete or m >= len(scored):
             break
         m *= 4
@@ -318,13 +318,13 @@ def _rank(acc: Sums, scored: list[tuple[float, int]], fl: FacetFilter, limit: in
     return hits[:limit]
 
 
-def _take(ordered, acc: Sums, fl: FacetFilter, limit: int) -> tuple[list[Hit], bool]:
+def _take(ordered, acc: Sums, fl: FacetFilter, limit: int, admit: Admit | None) -> tuple[list[Hit], bool]:
     """Passing hits in score order; True when a lower score closed the list."""
     hits: list[Hit] = []
     for score, docno in ordered:
         if len(hits) >= limit and score < hits[-1].score:
             return hits, True
-        if (doc := fl.doc(docno)) is None:     # every document ranked passed the filter
+        if (admit is not None and not admit.one(docno)) or (doc := fl.doc(docno)) is None:
             continue
         parts = {name: _reported(s) for name, s in zip(FIELDS, acc.fields(docno))}
         hits.append(Hit(doc, score, parts))
@@ -338,7 +338,7 @@ def _rank_in_context(tx: Tx, acc: Sums, candidates: np.ndarray, completion: _Com
     (:mod:`projections.context`), among the best ``max(limit, POOL)``
     candidates by their own score and every message with an own match in one
     of their windows (a short reply beside a strong match), ranked by :func:`_rank`."""
-    best = acc.best(candidates, max(limit, POOL))
+    best = acc.best(candidates, max(limit, POOL), admit)
     content = [lst for lst in lists if lst.field == 0]
     with ContextScorer(tx, content, [lst.q for lst in content], pend, st["active"],
                        session_index.count(tx), st["body_bytes"]) as scorer:
@@ -350,7 +350,7 @@ def _rank_in_context(tx: Tx, acc: Sums, candidates: np.ndarray, completion: _Com
             pool.update(d for d in near if acc.score(d) > 0 and admit.one(d))
         ctx = scorer.scores(sorted(pool))
     boosted = [(_reported(1.0 - (1.0 - acc.score(d)) * (1.0 - CONTEXT_WEIGHT * ctx[d])), d) for d in pool]
-    return _rank(acc, boosted, fl, limit)
+    return _rank(acc, boosted, fl, limit, None)
 
 
 def _reported(s: float) -> float:

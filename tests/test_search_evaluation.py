@@ -94,3 +94,55 @@ def test_replay_rebuilds_the_search_index_byte_for_byte(store_path):
         assert ranked(svc, "reset ERR_CONN_RESET") == before
     finally:
         svc.close()
+
+
+FILTERS = [Filters(min_importance=40), Filters(min_importance=80), Filters(session_id="s2"),
+           Filters(session_id="s1", min_importance=40), Filters(kinds=frozenset({"semantic", "procedure"}))]
+
+
+@pytest.fixture(scope="module")
+def fielded(tmp_path_factory):
+    """The ``big`` corpus with summaries, tags and kinds: every field in play."""
+    svc = MemoryService(str(tmp_path_factory.mktemp("fielded") / "store"))
+    kinds = ("semantic", "procedure", "conversation")
+    for i in range(450):
+        words = ["status"] + (["weekly"] if i % 3 == 0 else []) + (["zebra"] if i % 90 == 7 else [])
+        words += ["report"] * (1 + i % 4) + [f"item{i % 40}"]
+        write(svc, " ".join(words), f"s{i % 5}", importance=i % 3 * 40, memory_kind=kinds[i % 3],
+              summary="weekly report" if i % 4 == 0 else None, tags=("status", f"t{i % 6}") if i % 5 else ())
+    try:
+        yield svc
+    finally:
+        svc.close()
+
+
+@pytest.mark.parametrize("path", ["walk", "set", "checks"])
+@pytest.mark.parametrize("context", [True, False], ids=["context", "own"])
+@pytest.mark.parametrize("flt", FILTERS, ids=lambda f: repr(f)[8:40])
+@pytest.mark.parametrize("corpus", ["big", "fielded"])
+def test_filtered_pruned_evaluation_gives_exactly_the_exhaustive_top_k(corpus, flt, context, path, request,
+                                                                       monkeypatch):
+    """Each way a filter is applied — walking a small allowed set, top k
+    against the set, top k with each candidate checked — gives the exhaustive
+    evaluation's hits, and only hits that pass."""
+    svc = request.getfixturevalue(corpus)
+    if path == "set":
+        monkeypatch.setattr(search, "SELECTIVE_WORK", 0)
+    elif path == "checks":
+        monkeypatch.setattr(search, "ALLOWED_MAX", 0)
+
+    def hits(query: str, prune: bool) -> list[search.Hit]:
+        with svc.store.read() as tx:
+            return search.search(tx, query, flt, 10, prune=prune, context=context)
+
+    def passes(doc) -> bool:
+        return (doc.importance >= flt.min_importance and flt.session_id in (None, doc.session_id)
+                and (not flt.kinds or doc.kind in flt.kinds))
+    found = 0
+    for query in QUERIES:
+        got = hits(query, True)
+        assert [(h.doc, h.score, h.breakdown) for h in got] == [(h.doc, h.score, h.breakdown)
+                                                                for h in hits(query, False)]
+        assert all(passes(h.doc) for h in got)
+        found += len(got)
+    assert found or (corpus == "big" and flt.kinds)         # big's messages are all conversation
