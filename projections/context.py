@@ -39,6 +39,8 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
+
 from eventstore.transaction import Tx
 
 from .index import FACETS, Pending, docno_key
@@ -57,7 +59,7 @@ class ContentList(Protocol):
     term: str
     df_all: int
 
-    def probe(self, docno: int) -> tuple[int, int] | None: ...
+    def find(self, docnos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 class ContextScorer:
@@ -82,6 +84,7 @@ class ContextScorer:
         self._rows: dict[int, tuple[int, bytes]] = {}
         self._cur = tx.txn.cursor(db=tx.db(FACETS))
         self._tf_cache: dict[int, tuple[int, ...] | None] = {}
+        self._windows: dict[int, list[int]] = {}
 
     def __enter__(self) -> ContextScorer:
         return self
@@ -91,25 +94,46 @@ class ContextScorer:
 
     def windows(self, docnos: list[int]) -> dict[int, list[int]]:
         """Each of ``docnos``'s window: itself and its neighbours, in order."""
+        known = self._windows
         by_session: dict[bytes, list[int]] = {}
         for d in docnos:
-            by_session.setdefault(self._row(d)[1], []).append(d)
-        out: dict[int, list[int]] = {}
+            if d not in known:
+                by_session.setdefault(self._row(d)[1], []).append(d)
         for key, group in by_session.items():
             order = self._session_order(key, len(group))
             for d in group:
                 if order is not None:
                     i = bisect_left(order, d)
-                    out[d] = order[max(0, i - WINDOW):i + WINDOW + 1]
+                    known[d] = order[max(0, i - WINDOW):i + WINDOW + 1]
                 else:
-                    out[d] = sorted([d, *self._neighbours(d, key)])
-        return out
+                    known[d] = sorted([d, *self._neighbours(d, key)])
+        return {d: known[d] for d in docnos}
 
     def scores(self, docnos: list[int]) -> dict[int, float]:
         """The context score of each of ``docnos``."""
         if not self.lists:
             return dict.fromkeys(docnos, 0.0)
-        return {d: self._window_score(window) for d, window in self.windows(docnos).items()}
+        windows = self.windows(docnos)
+        self._look_up({d for window in windows.values() for d in window})
+        return {d: self._window_score(window) for d, window in windows.items()}
+
+    def _look_up(self, docnos: set[int]) -> None:
+        """The query terms' frequencies in the content of each of ``docnos``
+        not looked up yet: every list asked for all of them at once."""
+        todo = sorted(d for d in docnos if d not in self._tf_cache)
+        merged = [d for d in todo if d not in self.pending]
+        for d in todo:
+            if d in self.pending:
+                self._tf_cache[d] = self._tfs(d)
+        if not merged:
+            return
+        wanted = np.array(merged, np.int64)
+        found = np.zeros((len(self.lists), len(merged)), np.int64)
+        for row, lst in zip(found, self.lists):
+            hit, in_list, _ = lst.find(wanted)
+            row[hit] = in_list
+        for d, column in zip(merged, found.T.tolist()):
+            self._tf_cache[d] = tuple(column) if any(column) else None
 
     def _window_score(self, window: list[int]) -> float:
         found = [v for v in map(self._tfs, window) if v is not None]
@@ -140,18 +164,13 @@ class ContextScorer:
         if docno in self._tf_cache:
             return self._tf_cache[docno]
         p = self.pending.get(docno)
-        if p is not None:
-            tfs = tuple(p.tfs[0].get(lst.term, 0) for lst in self.lists)
-        else:
-            tfs = tuple(self._tf(lst, docno) for lst in self.lists)
+        if p is None:
+            self._look_up({docno})
+            return self._tf_cache[docno]
+        tfs = tuple(p.tfs[0].get(lst.term, 0) for lst in self.lists)
         out = tfs if any(tfs) else None
         self._tf_cache[docno] = out
         return out
-
-    @staticmethod
-    def _tf(lst: ContentList, docno: int) -> int:
-        hit = lst.probe(docno)
-        return hit[0] if hit else 0
 
     def _row(self, docno: int) -> tuple[int, bytes]:
         """(content size, session facet key) of a document, from its ``docs`` row."""
