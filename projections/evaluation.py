@@ -14,15 +14,13 @@ result only (:class:`Admit`), not of every posting.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .index import FIELDS, decode_chunk
+from .index import FIELDS
 from .index.arrays import EMPTY, DecodedLists, Postings, decode_chunks, first_docnos
 
 K1, B = 0.9, 0.4                     # BM25 term-frequency saturation and length normalization
@@ -62,13 +60,11 @@ class QueryList:
     chunks: list[bytes]
     df_all: int = 0        # postings, pending documents included
     q: float = 1.0         # the term's query weight
-    decoded: dict = dataclasses.field(default_factory=dict)
     _whole: Postings | None = None
     _peeked: bool = False
 
     def __post_init__(self) -> None:
         self.firsts = first_docnos(self.keys)
-        self.starts = self.firsts.tolist()          # to bisect one docno
 
     def factor(self) -> tuple[float, float]:
         """(c, d) with tf_factor = tf / (tf + c + d · length)."""
@@ -110,22 +106,6 @@ class QueryList:
         hit = found.docnos[pos] == docnos
         pos = pos[hit]
         return hit, found.tfs[pos], found.lengths[pos]
-
-    # one document at a time (the context scorer's random access)
-    def chunk(self, i: int) -> tuple:
-        found = self.decoded.get(i)
-        if found is None:
-            found = self.decoded[i] = decode_chunk(self.keys[i], self.chunks[i])
-        return found
-
-    def probe(self, docno: int) -> tuple[int, int] | None:
-        """(tf, length) of ``docno`` in this list, if it is there."""
-        i = bisect_right(self.starts, docno) - 1
-        if i < 0:
-            return None
-        docnos, tfs, lengths = self.chunk(i)
-        j = bisect_left(docnos, docno)
-        return (tfs[j], lengths[j]) if j < len(docnos) and docnos[j] == docno else None
 
 
 class Sums:
