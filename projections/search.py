@@ -241,7 +241,8 @@ def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: set[in
     docs = acc.docs()
     if not order:
         return np.sort(docs), [], {}
-    need = np.sort(docs[_could(acc, docs, order, theta)])
+    need = docs[_could(acc, docs, order, theta)]
+    need = np.sort(need[admit.cheap(need)])
     pending_done = np.array(sorted(done), np.int64)
     probe = need[~np.isin(need, pending_done)] if done else need
     dropped: dict[int, int] = {}

@@ -69,6 +69,7 @@ class FacetFilter:
         self.size = -1                       # -1: nothing to filter
         self._docs: dict[int, Doc | None] = {}
         self._verdicts: dict[int, bool] = {}
+        self._window_found: list[bytes] | None = None
         conditions = self._conditions()
         self._any = [frozenset(keys) for _, keys in conditions]
         with tx.txn.cursor(db=tx.db(FACETS)) as cur:
@@ -101,14 +102,16 @@ class FacetFilter:
     def _count_window(self, cap: int) -> int:
         """Documents in the time window, counted up to ``cap``."""
         first, end = self._window_keys()
-        n = 0
+        keys: list[bytes] = []
         with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
             if cur.set_range(first):
                 for key in cur.iternext(values=False):
-                    if key >= end or n >= cap:
+                    if key >= end or len(keys) >= cap:
                         break
-                    n += 1
-        return n
+                    keys.append(key)
+        if len(keys) < cap:
+            self._window_found = keys          # the whole window: materialize needs no second walk
+        return len(keys)
 
     def _in_window(self, timestamp: int) -> bool:
         lo, hi = self._window or (0, _NEVER)
@@ -144,7 +147,9 @@ class FacetFilter:
         if self.size < 0 or self.size > limit:
             return False
         allowed: set[int] = set()
-        if self._best == "time":
+        if self._best == "time" and self._window_found is not None:
+            allowed.update(map(docno_of, self._window_found))
+        elif self._best == "time":
             first, end = self._window_keys()
             with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
                 if cur.set_range(first):
