@@ -178,51 +178,67 @@ class Sums:
         return np.zeros(len(docnos)) if sums is None else sums[docnos]
 
     def kth(self, k: int, admit: Admit | None, among: np.ndarray | None = None) -> float:
-        """The k-th best score among the documents summed that pass — or
-        among ``among``, which all pass (None: every one does) — a lower
-        bound of the final k-th; 0.0 while fewer than k pass."""
+        """The k-th best score among the documents summed (or ``among``) that
+        pass (``admit``; None: all do) — a lower bound of the final k-th;
+        0.0 while fewer than k pass."""
         docs = self.docs() if among is None else among
         if len(docs) < k:
             return 0.0
         single = self.single()
         values = self.content(docs) if single else self.scores(docs)
-        m = k
-        while True:
-            if m >= len(docs):
-                top = np.argsort(-values, kind="stable")
-            else:
-                top = np.argpartition(-values, m - 1)[:m]
-                top = top[np.argsort(-values[top], kind="stable")]
-            passing = top if admit is None else top[admit(docs[top])]
-            if len(passing) >= k:
-                best = float(values[passing[k - 1]])
-                return field_score(best) if single else best
-            if m >= len(docs):
-                return 0.0
-            m *= 4
+        passing, _ = _first_passing(docs, values, k, admit)
+        if len(passing) < k:
+            return 0.0
+        best = float(values[passing[k - 1]])
+        return field_score(best) if single else best
 
     def best(self, docnos: np.ndarray, k: int, admit: Admit | None = None) -> list[int]:
         """The ``k`` of ``docnos`` that pass (``admit``; None: all do) with the
-        highest scores, the newer first among equal ones (compared rounded:
-        the order sums were added in must not matter).  Only the best are
-        asked whether they pass: the best m, then 4m, … until k do."""
+        highest scores, the newer first among equal ones — compared rounded
+        (to 9 decimals: the order sums were added in must not matter).  Only
+        the best are asked whether they pass, in order, until k do."""
         if not len(docnos):
             return []
         values = self.content(docnos) if self.single() else self.scores(docnos)
-        m = k
-        while True:
-            if len(docnos) > m:        # the best m, and the few tied with the m-th
-                floor = float(np.partition(values, len(values) - m)[len(values) - m]) - 1e-8
-                window = np.flatnonzero(values >= floor)
-            else:
-                window = np.arange(len(docnos))
+        passing, _ = _first_passing(docnos, values, k, admit)
+        if len(passing) < k:
+            chosen = np.array(passing, np.int64)
+        else:
+            # In (score, docno) order the first k that pass are the best k, unless
+            # two different scores near the k-th could round alike: then every
+            # document that close is asked, and the rounded comparison decides.
+            low = float(values[passing[k - 1]]) - 1e-8
+            near = np.unique(values[values >= low])
+            if not (np.diff(near) <= 1e-8).any():
+                return docnos[passing[:k]].tolist()
+            chosen = np.flatnonzero(values >= low)
             if admit is not None:
-                window = window[admit(docnos[window])]
-            if len(window) >= k or len(docnos) <= m:
-                break
-            m *= 4
-        pairs = zip(values[window].tolist(), docnos[window].tolist())
+                chosen = chosen[admit(docnos[chosen])]
+        pairs = zip(values[chosen].tolist(), docnos[chosen].tolist())
         return [d for _, d in heapq.nlargest(k, ((round(v, 9), d) for v, d in pairs))]
+
+
+def _first_passing(docnos: np.ndarray, values: np.ndarray, k: int,
+                   admit: Admit | None) -> tuple[list[int], int]:
+    """Positions in ``docnos`` of the first k that pass, in (value, docno)
+    order from the highest, each asked once, a few at a time (then twice as
+    many as asked so far); and how many were asked.  Fewer than k when fewer pass."""
+    n, m = len(docnos), 4 * k
+    passing: list[int] = []
+    asked = 0
+    while True:
+        if m < n:                      # the best m, and every one tied with the m-th
+            window = np.flatnonzero(values >= np.partition(values, n - m)[n - m])
+        else:
+            window = np.arange(n)
+        order = window[np.lexsort((-docnos[window], -values[window]))]     # a prefix of any larger window's
+        while asked < len(order) and len(passing) < k:
+            batch = order[asked:asked + max(2 * (k - len(passing)), 16, asked)]     # at least doubling
+            passing.extend((batch if admit is None else batch[admit(docnos[batch])]).tolist())
+            asked += len(batch)
+        if len(passing) >= k or m >= n:
+            return passing, asked
+        m *= 4
 
 
 class Admit:

@@ -348,7 +348,9 @@ def _rank_in_context(tx: Tx, acc: Sums, candidates: np.ndarray, completion: _Com
         near.difference_update(pool)
         if near:
             completion.own(list(near))
-            pool.update(d for d in near if acc.score(d) > 0 and admit.one(d))
+            near_docs = np.array(sorted(near), np.int64)
+            matched = near_docs[acc.scores(near_docs) > 0]
+            pool.update(matched[admit(matched)].tolist())
         ctx = scorer.scores(sorted(pool))
     boosted = [(_reported(1.0 - (1.0 - acc.score(d)) * (1.0 - CONTEXT_WEIGHT * ctx[d])), d) for d in pool]
     return _rank(acc, boosted, fl, limit, None)
