@@ -247,7 +247,7 @@ class Admit:
     others are checked by ``passes`` — against the filter's set of allowed
     docnos, when it has one, first."""
 
-    def __init__(self, passes: Callable[[int], bool] | None, allowed: set[int] | None, done: set[int],
+    def __init__(self, passes: Callable[[np.ndarray], np.ndarray] | None, allowed: set[int] | None, done: set[int],
                  checks: bool) -> None:
         self._passes = passes if checks else None
         self._allowed = None if allowed is None else np.array(sorted(allowed), np.int64)
@@ -262,7 +262,7 @@ class Admit:
             ok &= _member(docnos, self._allowed)
         if self._passes is not None:
             at = np.flatnonzero(ok)
-            ok[at] = np.fromiter(map(self._passes, docnos[at].tolist()), bool, len(at))
+            ok[at] = self._passes(docnos[at])
         if len(self._done):
             ok |= _member(docnos, self._done)
         return ok

@@ -117,7 +117,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     done = _score_pending(wholes, lists, pend, fl, acc)
     _add_whole_matches(tx, wholes, acc, fl)
     allowed = fl.allowed if fl.materialize(ALLOWED_MAX) else None
-    admit = Admit(fl.passes, fl.allowed, done, fl.checks)
+    admit = Admit(fl.meets, fl.allowed, done, fl.checks)
     if allowed is not None and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
         trace.path = "walk"
         only = np.array(sorted(allowed), np.int64)

@@ -128,3 +128,39 @@ def test_searches_with_lists_kept_from_earlier_ones_rank_as_a_fresh_process_woul
             assert [ranked(svc, q) for q in queries] == warm
     finally:
         svc.close()
+
+
+def ranked_by(svc, flt):
+    return [(r["message_id"], r["score"]) for r in svc.search("status item3", flt, 0, 20)["results"]]
+
+
+def test_facet_arrays_kept_for_a_snapshot_are_never_used_for_another(store_path, monkeypatch):
+    """Filtered searches between writes that change kinds and importance: the
+    facet lists read as arrays (kept per snapshot) answer as the rows do."""
+    from projections import search
+    from projections.index import filters, masks
+    monkeypatch.setattr(search, "ALLOWED_MAX", 0)                  # never a set: every candidate is asked
+    svc = MemoryService(store_path)
+    kinds = ("semantic", "procedure", "conversation")
+    flts = [Filters(kinds=frozenset(kinds[:2])), Filters(min_importance=50),
+            Filters(kinds=frozenset({"procedure"}), min_importance=20)]
+    ids = []
+    try:
+        for round_ in range(4):
+            for i in range(200):
+                meta = Metadata(memory_kind=kinds[(i + round_) % 3], importance=(i * 37 + round_) % 101)
+                ids.append(svc.write_message("s", "user", f"status report item{i % 9}", meta)["message"]["message_id"])
+            for mid in ids[round_ * 30:round_ * 30 + 10]:
+                svc.update_message(mid, None, {"memory_kind": kinds[round_ % 3], "importance": 90}, None)
+            svc.delete_message(ids[round_ * 30 + 11], None)
+            for flt in flts:
+                with monkeypatch.context() as m:
+                    m.setattr(filters, "MASK_AFTER", 0)       # arrays, kept from earlier rounds' searches
+                    with_masks = ranked_by(svc, flt)
+                with monkeypatch.context() as m:
+                    m.setattr(filters, "MASK_AFTER", 1 << 60)
+                    m.setattr(masks, "kept", lambda *_: None)  # rows only
+                    by_rows = ranked_by(svc, flt)
+                assert with_masks == by_rows and by_rows
+    finally:
+        svc.close()

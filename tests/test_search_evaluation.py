@@ -9,6 +9,7 @@ import pytest
 
 from eventstore.events import Metadata
 from projections import search
+from projections.index import filters
 from projections.search import Filters
 from server.service import MemoryService
 from tools.replay import differences
@@ -116,20 +117,25 @@ def fielded(tmp_path_factory):
         svc.close()
 
 
-@pytest.mark.parametrize("path", ["walk", "set", "checks"])
+@pytest.mark.parametrize("path", ["walk", "set", "checks", "masks"])
 @pytest.mark.parametrize("context", [True, False], ids=["context", "own"])
 @pytest.mark.parametrize("flt", FILTERS, ids=lambda f: repr(f)[8:40])
 @pytest.mark.parametrize("corpus", ["big", "fielded"])
 def test_filtered_pruned_evaluation_gives_exactly_the_exhaustive_top_k(corpus, flt, context, path, request,
                                                                        monkeypatch):
     """Each way a filter is applied — walking a small allowed set, top k
-    against the set, top k with each candidate checked — gives the exhaustive
+    against the set, top k with each candidate checked on its row or on the
+    facet lists read as arrays — gives the exhaustive
     evaluation's hits, and only hits that pass."""
     svc = request.getfixturevalue(corpus)
     if path == "set":
         monkeypatch.setattr(search, "SELECTIVE_WORK", 0)
     elif path == "checks":
         monkeypatch.setattr(search, "ALLOWED_MAX", 0)
+        monkeypatch.setattr(filters, "MASK_AFTER", 1 << 60)
+    elif path == "masks":
+        monkeypatch.setattr(search, "ALLOWED_MAX", 0)
+        monkeypatch.setattr(filters, "MASK_AFTER", 0)
 
     def hits(query: str, prune: bool) -> list[search.Hit]:
         with svc.store.read() as tx:

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import numpy as np
+
 from eventstore.events import KINDS, ROLES, TIERS
 from eventstore.transaction import Tx
 
+from . import masks
 from .docs import DOC_IMPORTANCE, DOC_KIND, DOC_ROLE, DOC_SESSION, DOC_TIER, DOC_TIME, Doc, doc, raw_doc
-from .layout import FACETS, TIMES, docno_key, docno_of, time_key
+from .layout import DOCS, FACETS, TIMES, docno_key, docno_of, time_key, unsealed
 from .records import Pending
 
 # a condition's name: the filter's field, or ("tag", the tag)
@@ -43,6 +46,7 @@ class Filter(Protocol):
 
 
 TIME_SCAN = 10_001          # ``times`` keys counted at most to size a time window
+MASK_AFTER = 512            # documents asked about before a search reads the facet lists whole (.masks)
 _NEVER = 1 << 64            # past every timestamp
 
 
@@ -70,7 +74,10 @@ class FacetFilter:
         self._docs: dict[int, Doc | None] = {}
         self._verdicts: dict[int, bool] = {}
         self._window_found: list[bytes] | None = None
+        self._mask: np.ndarray | None = None
+        self._asked = 0
         conditions = self._conditions()
+        self._facet_keys: dict[_Name, list[bytes]] = dict(conditions)
         self._any = [frozenset(keys) for _, keys in conditions]
         with tx.txn.cursor(db=tx.db(FACETS)) as cur:
             sized = [(sum(cur.count() if cur.set_key(k) else 0 for k in keys), name, keys)
@@ -182,10 +189,38 @@ class FacetFilter:
             verdict = self._verdicts[docno] = self._check(docno)
         return verdict
 
+    def meets(self, docnos: np.ndarray) -> np.ndarray:
+        """Whether each of the merged ``docnos`` meets the conditions checked
+        per document (:meth:`passes` less the allowed set): on their ``docs``
+        rows, or — once a search has asked about many, or the snapshot has
+        one kept — on its facet lists read as one array (:mod:`.masks`)."""
+        if not self.checks:
+            return np.ones(len(docnos), bool)
+        if self._mask is None and "time" not in self._pending:
+            facets = [self._facet_keys[name] for name in sorted(self._pending, key=str)]
+            self._asked += len(docnos)
+            self._mask = (masks.mask(self.tx, facets) if self._asked > MASK_AFTER
+                          else masks.kept(self.tx, facets))
+        if self._mask is not None:
+            inside = docnos < len(self._mask)
+            return inside & self._mask[np.where(inside, docnos, 0)]
+        todo = [d for d in docnos.tolist() if d not in self._verdicts]
+        if todo:
+            keys = [docno_key(d) for d in todo]
+            with self.tx.txn.cursor(db=self.tx.db(DOCS)) as cur:
+                rows = dict(cur.getmulti(keys))
+            for d, key in zip(todo, keys):
+                raw = rows.get(key)
+                self._verdicts[d] = raw is not None and self._meets(d, unsealed(key, raw, "a search document record"))
+        return np.fromiter(map(self._verdicts.__getitem__, docnos.tolist()), bool, len(docnos))
+
     def _check(self, docno: int) -> bool:
         raw = raw_doc(self.tx, docno)
-        if raw is None:
-            return False
+        return raw is not None and self._meets(docno, raw)
+
+    def _meets(self, docno: int, raw: bytes) -> bool:
+        """Whether a document whose ``docs`` row is ``raw`` meets the conditions
+        its facet list did not settle."""
         for name in self._pending:
             if name == "session":
                 ok = raw[DOC_SESSION:] == self._session
