@@ -92,8 +92,10 @@ class QueryList:
         if self._whole is not None:
             found = self._whole
         else:
-            at = np.unique(np.searchsorted(self.firsts, docnos, side="right") - 1)
+            at = np.searchsorted(self.firsts, docnos, side="right") - 1       # sorted, as docnos are
             at = at[at >= 0]
+            if len(at) > 1:
+                at = at[np.concatenate(([True], at[1:] != at[:-1]))]
             if len(self.keys) >= WHOLE_MIN and WHOLE_SHARE * len(at) >= len(self.keys):
                 found = self.whole()
             else:
@@ -247,10 +249,10 @@ class Admit:
     others are checked by ``passes`` — against the filter's set of allowed
     docnos, when it has one, first."""
 
-    def __init__(self, passes: Callable[[np.ndarray], np.ndarray] | None, allowed: set[int] | None, done: set[int],
-                 checks: bool) -> None:
+    def __init__(self, passes: Callable[[np.ndarray], np.ndarray] | None, allowed: np.ndarray | None,
+                 done: set[int], checks: bool) -> None:
         self._passes = passes if checks else None
-        self._allowed = None if allowed is None else np.array(sorted(allowed), np.int64)
+        self._allowed = allowed
         self._done = np.array(sorted(done), np.int64)
         self.everything = passes is None or (allowed is None and not checks)
 

@@ -116,11 +116,10 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     wholes = [exact_key(f, query) for f in range(_NF)]
     done = _score_pending(wholes, lists, pend, fl, acc)
     _add_whole_matches(tx, wholes, acc, fl)
-    allowed = fl.allowed if fl.materialize(ALLOWED_MAX) else None
-    admit = Admit(fl.meets, fl.allowed, done, fl.checks)
-    if allowed is not None and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
+    only = fl.allowed_docnos if fl.materialize(ALLOWED_MAX) else None
+    admit = Admit(fl.meets, only, done, fl.checks)
+    if only is not None and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
         trace.path = "walk"
-        only = np.array(sorted(allowed), np.int64)
         for lst in lists:
             _read(lst, acc, trace, only)
         docs = acc.docs()

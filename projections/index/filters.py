@@ -8,6 +8,8 @@ document in timestamp order, so a time window is a range of keys.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from itertools import islice
 from typing import Protocol
 
 import numpy as np
@@ -17,7 +19,7 @@ from eventstore.transaction import Tx
 
 from . import masks
 from .docs import DOC_IMPORTANCE, DOC_KIND, DOC_ROLE, DOC_SESSION, DOC_TIER, DOC_TIME, Doc, doc, raw_doc
-from .layout import DOCS, FACETS, TIMES, docno_key, docno_of, time_key, unsealed
+from .layout import DOCS, FACETS, TIMES, docno_key, time_key, unsealed
 from .records import Pending
 
 # a condition's name: the filter's field, or ("tag", the tag)
@@ -70,6 +72,7 @@ class FacetFilter:
         """``flt`` has ``session_id``, ``kinds``, ``tiers``, ``tags``, ``min_importance``."""
         self.tx, self.flt = tx, flt
         self.allowed: set[int] | None = None
+        self.allowed_docnos: np.ndarray | None = None     # the same, sorted
         self.size = -1                       # -1: nothing to filter
         self._docs: dict[int, Doc | None] = {}
         self._verdicts: dict[int, bool] = {}
@@ -112,10 +115,8 @@ class FacetFilter:
         keys: list[bytes] = []
         with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
             if cur.set_range(first):
-                for key in cur.iternext(values=False):
-                    if key >= end or len(keys) >= cap:
-                        break
-                    keys.append(key)
+                keys = list(islice(cur.iternext(values=False), cap))
+        del keys[bisect_left(keys, end):]                  # keys come sorted: those past the window
         if len(keys) < cap:
             self._window_found = keys          # the whole window: materialize needs no second walk
         return len(keys)
@@ -153,21 +154,22 @@ class FacetFilter:
         """Build the set of allowed (merged) docnos when it has at most ``limit``."""
         if self.size < 0 or self.size > limit:
             return False
-        allowed: set[int] = set()
-        if self._best == "time" and self._window_found is not None:
-            allowed.update(map(docno_of, self._window_found))
-        elif self._best == "time":
-            first, end = self._window_keys()
-            with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
-                if cur.set_range(first):
-                    for key in cur.iternext(values=False):
-                        if key >= end:
-                            break
-                        allowed.add(docno_of(key))
-        with self.tx.txn.cursor(db=self.tx.db(FACETS)) as cur:
-            for key in self._keys:
-                if cur.set_key(key):
-                    allowed.update(int.from_bytes(v, "big") for v in cur.iternext_dup(keys=False))
+        parts = []
+        if self._best == "time":
+            keys = self._window_found
+            if keys is None:
+                first, end = self._window_keys()
+                keys = []
+                with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
+                    if cur.set_range(first):
+                        for key in cur.iternext(values=False):
+                            if key >= end:
+                                break
+                            keys.append(key)
+            parts.append(masks.tail_docnos(b"".join(keys), len(time_key(0, 0))))
+        parts.extend(masks.facet_docnos(self.tx, key) for key in self._keys)
+        self.allowed_docnos = masks.distinct(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+        allowed = set(self.allowed_docnos.tolist())
         self.allowed = allowed
         self._pending.discard(self._best)
         self.checks = bool(self._pending)

@@ -46,7 +46,7 @@ def mask(tx: Tx, conditions: Sequence[Sequence[bytes]]) -> np.ndarray:
     found = kept(tx, conditions)
     if found is not None:
         return found
-    lists = [[_docnos(tx, key) for key in keys] for keys in conditions]
+    lists = [[facet_docnos(tx, key) for key in keys] for keys in conditions]
     with tx.txn.cursor(db=tx.db(DOCS)) as cur:
         top = docno_of(cur.key()) if cur.last() else 0
     top = max([top, *(int(a.max()) for group in lists for a in group if len(a))])
@@ -72,11 +72,24 @@ def _name(tx: Tx, conditions: Sequence[Sequence[bytes]]) -> tuple | None:
     return id(tx.dbs), tx.txn.id(), tuple(tuple(keys) for keys in conditions)
 
 
-def _docnos(tx: Tx, key: bytes) -> np.ndarray:
+def facet_docnos(tx: Tx, key: bytes) -> np.ndarray:
     """A facet list's docnos (6 bytes each, big-endian), read in one call."""
     with tx.txn.cursor(db=tx.db(FACETS)) as cur:
         raw = cur.getmulti([key], dupdata=True, dupfixed_bytes=6, keyfixed=True)
-    rows = np.frombuffer(raw, np.uint8).reshape(-1, len(key) + 6)[:, len(key):]
+    return tail_docnos(raw, len(key) + 6)
+
+
+def tail_docnos(raw: bytes | memoryview, width: int) -> np.ndarray:
+    """The docnos that end each of the ``width``-byte rows laid end to end in ``raw``."""
+    rows = np.frombuffer(raw, np.uint8).reshape(-1, width)[:, width - 6:]
     wide = np.zeros((len(rows), 8), np.uint8)
     wide[:, 2:] = rows
     return wide.view(">u8").ravel().astype(np.int64)
+
+
+def distinct(docnos: np.ndarray) -> np.ndarray:
+    """``docnos`` sorted, each once."""
+    out = np.sort(docnos)
+    if len(out) > 1:
+        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
+    return out
