@@ -48,8 +48,9 @@ from . import stats
 from .context import POOL, ContextScorer
 from .context import WEIGHT as CONTEXT_WEIGHT
 from .evaluation import K1, PARTIAL_CAP, WEIGHTS, WHOLE, Admit, B, QueryList, Sums, combine, field_score
-from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, FacetFilter, exact_key, list_prefix, pending
+from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, exact_key, list_prefix, pending
 from .index.arrays import counts
+from .index.filters import FacetFilter
 from .index.layout import docno_of
 from .tokens import query_terms
 

@@ -16,7 +16,12 @@ One module per part, each readable on its own:
   mostly in a second process;
 * :mod:`.filters` — search filters answered from the facet lists;
 * :mod:`.arrays` — posting chunks decoded as arrays, many at a time, and
-  decoded lists kept between searches.
+  decoded lists kept between searches;
+* :mod:`.masks` — facet lists as arrays (query side).
+
+The query-side modules (:mod:`.filters`, :mod:`.arrays`, :mod:`.masks`) use
+numpy and are imported by the ranker only, never by this package's import:
+the write path and the replay's second process do not load numpy.
 
 Sub-databases: ``postings`` (posting chunks), ``pending`` (records written
 since the last merge), ``exact`` (whole-field text hashes → docnos), ``docs``
@@ -28,13 +33,12 @@ ranker that reads all this is :mod:`projections.search`.
 from .chunks import Chunk, boundary, chunk_count, decode_chunk, encode_chunk
 from .config import DEFAULT, IndexConfig
 from .docs import Doc, doc
-from .filters import FacetFilter
 from .layout import DOCS, EXACT, FACETS, FIELDS, PENDING, POSTINGS, SPECS, docno_key, exact_key, list_prefix
 from .live import IndexWork
 from .records import FieldEntry, Pending, Record, pending, record_of
 
 __all__ = [
     "DEFAULT", "DOCS", "EXACT", "FACETS", "FIELDS", "PENDING", "POSTINGS", "SPECS", "Chunk", "Doc",
-    "FacetFilter", "FieldEntry", "IndexConfig", "IndexWork", "Pending", "Record", "boundary", "chunk_count",
+    "FieldEntry", "IndexConfig", "IndexWork", "Pending", "Record", "boundary", "chunk_count",
     "decode_chunk", "doc", "docno_key", "encode_chunk", "exact_key", "list_prefix", "pending", "record_of",
 ]
