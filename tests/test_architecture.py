@@ -174,3 +174,14 @@ def test_only_the_replication_package_imports_nats(path):
     # nats-py is an optional extra: the rest of the server never needs it
     if not path.replace(os.sep, "/").startswith("server/replication/"):
         assert "nats" not in imported(path)
+
+
+def test_the_write_path_and_the_index_worker_do_not_load_numpy():
+    # numpy is the ranker's (and a bulk build's, when it asks): importing it costs ~0.1 s,
+    # which the replay's second process and a plain write must not pay
+    import subprocess
+    import sys
+    code = ("import sys, eventstore.store, projections.index, projections.index.worker, projections.index.live; "
+            "print('numpy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.stdout.strip() == "False", done.stderr
