@@ -27,8 +27,8 @@ K1, B = 0.9, 0.4                     # BM25 term-frequency saturation and length
 PARTIAL_CAP = 0.99
 WEIGHTS = (1.0, 0.9, 0.8)            # content, summary, tags
 WHOLE = 10.0                         # added to a field's sum when it equals the query whole
-WHOLE_SHARE = 4                      # look documents up in the whole list (decoded once, kept) when they
-WHOLE_MIN = 32                       # fall in ≥ 1/WHOLE_SHARE of its chunks, and it has ≥ WHOLE_MIN chunks
+WHOLE_SHARE = 4                      # look documents up in the whole list (decoded once, kept) when it has
+WHOLE_MIN = 32                       # < WHOLE_MIN chunks or they fall in ≥ 1/WHOLE_SHARE of its chunks
 CACHE_BYTES = 128 << 20              # decoded lists kept between searches (per process)
 _NF = len(FIELDS)
 LISTS = DecodedLists(CACHE_BYTES)
@@ -83,14 +83,16 @@ class QueryList:
 
     def find(self, docnos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Of the sorted ``docnos``, which are in the list (a mask), and their
-        tfs and lengths: from the whole list when they fall in many of its
-        chunks, else from the chunks they fall in."""
+        tfs and lengths: from the whole list when it is short or they fall in
+        many of its chunks, else from the chunks they fall in."""
         if not len(docnos) or not self.keys:
             return np.zeros(len(docnos), bool), EMPTY.tfs, EMPTY.lengths
         if self._whole is None and not self._peeked:
             self._whole, self._peeked = LISTS.peek(self.keys, self.chunks), True
         if self._whole is not None:
             found = self._whole
+        elif len(self.keys) < WHOLE_MIN:                 # a short list: decoded once, kept
+            found = self.whole()
         else:
             at = np.searchsorted(self.firsts, docnos, side="right") - 1       # sorted, as docnos are
             at = at[at >= 0]

@@ -279,13 +279,12 @@ class _Completion:
 
     def own(self, docnos: list[int]) -> None:
         todo = sorted(d for d in docnos if d not in self.complete)
-        by_start: dict[int, list[int]] = {}
-        for d in todo:
-            by_start.setdefault(self.dropped.get(d, 0), []).append(d)
-        for start, group in by_start.items():
-            wanted = np.array(group, np.int64)
-            for lst in self.rest[start:]:
-                _read(lst, self.acc, self.trace, wanted)
+        if not todo:
+            return
+        wanted = np.array(todo, np.int64)
+        starts = np.array([self.dropped.get(d, 0) for d in todo])
+        for j, lst in enumerate(self.rest):          # each list once, for every document it is missing from
+            _read(lst, self.acc, self.trace, wanted[starts <= j])
         self.complete.update(todo)
 
 

@@ -54,8 +54,10 @@ def test_filters_or_within_a_category_and_and_across_categories(board):
 @pytest.fixture
 def crowd(store_path):
     """3 special messages and 200 in session "big", all about deploys; all but
-    the last 11 merged into the index (the rest pending)."""
-    service = MemoryService(store_path, index_config=IndexConfig(merge_at=64))
+    the last 11 merged into the index (the rest pending); lists cut into chunks
+    of ~2 postings, so that "deploy" is a long list of ~100 chunks (a short
+    one is decoded whole, once, and kept)."""
+    service = MemoryService(store_path, index_config=IndexConfig(merge_at=64, chunk=2))
     special = [write(service, f"deploy decision {i}", f"small-{i % 2}", memory_kind="procedure",
                      importance=95, tags=("rare",)) for i in range(3)]
     for i in range(200):
