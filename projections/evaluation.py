@@ -98,7 +98,7 @@ class QueryList:
             at = at[at >= 0]
             if len(at) > 1:
                 at = at[np.concatenate(([True], at[1:] != at[:-1]))]
-            if len(self.keys) >= WHOLE_MIN and WHOLE_SHARE * len(at) >= len(self.keys):
+            if WHOLE_SHARE * len(at) >= len(self.keys):
                 found = self.whole()
             else:
                 wanted = at.tolist()
