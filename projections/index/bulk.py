@@ -26,16 +26,16 @@ from .config import IndexConfig
 from .layout import PENDING, docno_key, docno_of
 from .lists import merge_records
 from .records import Record, count, count_lengths, facet_keys, record_of
-from .worker import Builder
+from .worker import Builder, WorkerHold
 
 
 class BulkReplay:
-    def __init__(self, tx: Tx, config: IndexConfig) -> None:
+    def __init__(self, tx: Tx, config: IndexConfig, hold: WorkerHold | None = None) -> None:
         self.tx, self.config = tx, config
         self.pending: dict[int, Record | Message] = {}
         self.merged: dict[int, Record | Message] = {}     # merged, not yet written
         self.deltas: dict[str, int] = {}
-        self.builder = Builder(config)
+        self.builder = Builder(config, hold)
         with tx.txn.cursor(db=tx.db(PENDING)) as cur:
             self.pending.update((docno_of(k), Record.decode(v)) for k, v in cur)
         tx.txn.drop(tx.db(PENDING), delete=False)

@@ -22,19 +22,20 @@ from .config import IndexConfig
 from .layout import FACETS, FIELDS, PENDING, docno_key, docno_of
 from .lists import add_fields, delete_dups, merge_records, put_dups, remove_fields
 from .records import Record, count, entries_of, facet_keys, record_of, texts_of
+from .worker import WorkerHold
 
 
 class IndexWork:
     """The term index's part of one write transaction's state."""
 
-    def __init__(self, config: IndexConfig, bulk: bool) -> None:
-        self.config, self.bulk = config, bulk
+    def __init__(self, config: IndexConfig, bulk: bool, hold: WorkerHold | None = None) -> None:
+        self.config, self.bulk, self.hold = config, bulk, hold
         self.deltas: dict[str, int] = {}        # field statistics to add at the flush
         self.replay: BulkReplay | None = None
 
     def _bulk(self, tx: Tx) -> BulkReplay | None:
         if self.bulk and self.replay is None:
-            self.replay = BulkReplay(tx, self.config)
+            self.replay = BulkReplay(tx, self.config, self.hold)
         return self.replay
 
     # ---------------------------------------------------------- operations
