@@ -123,8 +123,7 @@ class Projector:
                        msg.metadata.memory_kind)
         relations.add(tx, msg.message_id, msg.metadata)
         state.index.index(tx, seq, msg)
-        state.counters.add(tx, active=1, body_bytes=len(msg.content.encode("utf-8")),
-                           metadata_bytes=_metadata_bytes(msg.metadata))
+        state.counters.written(tx, len(msg.content.encode("utf-8")), _metadata_bytes(msg.metadata))
 
     @staticmethod
     def _updated(tx: WriteTx, state: ProjectionState, seq: int, event: MessageUpdated, size: int) -> None:
