@@ -6,7 +6,7 @@ whose children import the parent's ``__main__``: it inherits no LMDB
 environment, no lock, no state) running :func:`serve`, which answers each
 batch with what :func:`~.gather.gather` makes of it, a length-prefixed
 pickle, in the same order.  The batches are added to one
-:class:`~.lists.PostingLists` as they come back, in docno order.
+:class:`~.columns.ColumnLists` as they come back, in docno order.
 
 When the second process has more than ``backlog`` batches waiting, the
 replay gathers the next batch itself, so that neither process waits long
@@ -44,9 +44,9 @@ import Stemmer
 from eventstore.events import Message
 
 from .. import tokens
+from .columns import ColumnLists
 from .config import IndexConfig
 from .gather import Gathered, gather, items_of
-from .lists import PostingLists
 
 # A batch done: its messages, and per field each document's length and whole-text keys.
 Done = tuple[list[tuple[int, Message]], list[int], list[tuple[array, list[tuple[bytes, ...]]]]]
@@ -185,7 +185,7 @@ class WorkerHold:
 
 class Builder:
     """The written messages' batches of one transaction, gathered (mostly in
-    the second process) and added to one :class:`PostingLists` in docno order."""
+    the second process) and added to one :class:`ColumnLists` in docno order."""
 
     def __init__(self, config: IndexConfig, hold: WorkerHold | None = None) -> None:
         self.config, self.hold = config, hold
@@ -197,7 +197,7 @@ class Builder:
         self.batches: list[list[tuple[int, Message]]] = [[]]
         self.here: dict[int, Gathered] = {}  # batch index → gathered here (not sent)
         self.sent: list[int] = []            # indexes of the batches sent, in order
-        self.added = PostingLists(self.config.cut)
+        self.added = ColumnLists(self.config.cut)
         self.done: list[Done] = []
 
     def add(self, docno: int, msg: Message) -> None:
@@ -256,7 +256,7 @@ class Builder:
         else:
             worker.stop()
 
-    def lists(self) -> tuple[PostingLists, list[Done]]:
+    def lists(self) -> tuple[ColumnLists, list[Done]]:
         """Every batch added (the last, short one gathered here): the lists,
         and each batch with its docnos and per-field lengths and whole-text
         keys.  The builder starts a new round (with the same process)."""
