@@ -13,13 +13,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from itertools import repeat
+from typing import TYPE_CHECKING
 
 from eventstore.transaction import Tx
 
 from .chunks import boundary, cut_list, merge_list
-from .columns import ColumnLists
 from .layout import EXACT, FACETS, FIELDS, POSTINGS, docno_key, list_prefix
 from .records import FieldEntry, Record, note_tfs
+
+if TYPE_CHECKING:
+    from .columns import ColumnLists
 
 
 class PostingLists:

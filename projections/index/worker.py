@@ -37,16 +37,18 @@ import weakref
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import Stemmer
 
 from eventstore.events import Message
 
 from .. import tokens
-from .columns import ColumnLists
 from .config import IndexConfig
 from .gather import Gathered, gather, items_of
+
+if TYPE_CHECKING:
+    from .columns import ColumnLists
 
 # A batch done: its messages, and per field each document's length and whole-text keys.
 Done = tuple[list[tuple[int, Message]], list[int], list[tuple[array, list[tuple[bytes, ...]]]]]
@@ -194,6 +196,7 @@ class Builder:
         self._round()
 
     def _round(self) -> None:
+        from .columns import ColumnLists  # here: numpy is loaded by a replay, never by the second process
         self.batches: list[list[tuple[int, Message]]] = [[]]
         self.here: dict[int, Gathered] = {}  # batch index → gathered here (not sent)
         self.sent: list[int] = []            # indexes of the batches sent, in order
