@@ -131,10 +131,22 @@ def put_dups(tx: Tx, db: str, items: list[tuple[bytes, bytes]], newest: bool = F
     already under its key (a merge's), so each goes at the end of its key's
     duplicates (``MDB_APPENDDUP``: full pages left behind, not half-full ones);
     should one not, the pairs are put again the ordinary way."""
+    if newest:
+        put_appending(tx, db, items)
+    elif items:
+        items.sort()
+        with tx.txn.cursor(db=tx.db(db)) as cur:
+            cur.putmulti(items)
+
+
+def put_appending(tx: Tx, db: str, items: list[tuple[bytes, bytes]]) -> None:
+    """Put (key, value) pairs that usually all sort after what ``db`` holds:
+    sorted and appended (``MDB_APPEND``/``MDB_APPENDDUP``: no search, pages
+    left full); should one not, they are all put again the ordinary way."""
     if items:
         items.sort()
         with tx.txn.cursor(db=tx.db(db)) as cur:
-            if not newest or cur.putmulti(items, append=True)[1] != len(items):
+            if cur.putmulti(items, append=True)[1] != len(items):
                 cur.putmulti(items)
 
 

@@ -40,11 +40,11 @@ class IndexWork:
 
     # ---------------------------------------------------------- operations
     def index(self, tx: Tx, docno: int, msg: Message) -> None:
-        docs.put(tx, docno, msg, new=True)                 # docnos only grow
         replay = self._bulk(tx)
         if replay is not None:
-            replay.index(docno, msg)            # the record is built, and counted, later
+            replay.index(docno, msg)            # the record is built, and counted, later; the docs row too
             return
+        docs.put(tx, docno, msg, new=True)                 # docnos only grow
         rec = record_of(msg)
         count(self.deltas, enumerate(rec.fields), +1)
         handle = tx.db(PENDING)
@@ -75,9 +75,9 @@ class IndexWork:
         before, after = entries_of(old, changed), entries_of(new, changed)
         count(self.deltas, before.items(), -1)
         count(self.deltas, after.items(), +1)
-        docs.put(tx, docno, new, new=False)
         new_facets = facet_keys(new)
-        rec, pend = self._held(tx, docno)
+        rec, pend = self._held(tx, docno)       # (in a replay, the docs rows held are written first)
+        docs.put(tx, docno, new, new=False)
         if rec is not None:
             for f, entry in after.items():
                 rec.fields[f] = entry
