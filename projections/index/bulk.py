@@ -36,14 +36,17 @@ class BulkReplay:
         self.pending: dict[int, Record | Message] = {}
         self.merged: dict[int, Record | Message] = {}     # merged, not yet written
         self.deltas: dict[str, int] = {}
-        self.rows: list[tuple[int, Message]] = []         # written messages whose docs rows are not written yet
+        self.rows: list[tuple[bytes, bytes]] = []          # docs rows of written messages, not written yet
+        self.times: list[tuple[bytes, bytes]] = []         # and their times keys
         self.builder = Builder(config, hold)
         with tx.txn.cursor(db=tx.db(PENDING)) as cur:
             self.pending.update((docno_of(k), Record.decode(v)) for k, v in cur)
         tx.txn.drop(tx.db(PENDING), delete=False)
 
     def index(self, docno: int, msg: Message) -> None:
-        self.rows.append((docno, msg))
+        key = docno_key(docno)
+        self.rows.append((key, doc_value(key, msg)))
+        self.times.append((time_key(msg.timestamp, docno), b""))
         self.pending[docno] = msg
         self.builder.add(docno, msg)
         if len(self.pending) >= self.config.merge_at:
@@ -118,10 +121,9 @@ class BulkReplay:
         """The docs rows (and times keys) of the messages written since the last
         time, put at once: the same rows as :func:`.docs.put` writes one by one."""
         if self.rows:
-            keys = [(docno_key(d), m) for d, m in self.rows]
-            put_appending(self.tx, DOCS, [(k, doc_value(k, m)) for k, m in keys])
-            put_appending(self.tx, TIMES, [(time_key(m.timestamp, d), b"") for d, m in self.rows])
-            self.rows = []
+            put_appending(self.tx, DOCS, self.rows)
+            put_appending(self.tx, TIMES, self.times)
+            self.rows, self.times = [], []
 
     def finish(self) -> dict[str, int]:
         """Write everything held; returns the statistics to add."""
