@@ -60,3 +60,32 @@ def test_columns_cut_and_encode_the_chunks_the_list_by_list_codec_does(docs, chu
         batches.exclude(gone)
     for f in range(len(FIELDS)):
         assert _chunks(f, batches.column(f), cut) == _expected(f, kept, cut)
+
+
+@settings(max_examples=60, deadline=None)
+@given(docs=DOCS, chunk=st.sampled_from([1, 3, 128]), split=st.integers(0, 60), later=st.booleans())
+def test_lists_put_into_stored_chunks_leave_the_chunks_of_all_their_postings(tmp_path_factory, docs, chunk, split,
+                                                                             later):
+    """Two bulk transactions' lists: the second's after the first's (re-cut from
+    each list's last chunk), or among them (merged list by list)."""
+    import lmdb
+
+    from eventstore.transaction import Tx
+    cut = (1 << 64) // chunk
+    ordered = sorted(docs) if later else docs
+    steps = [ordered[:split], ordered[split:]]
+    env = lmdb.open(str(tmp_path_factory.mktemp("lists")), max_dbs=2, map_size=1 << 26)
+    try:
+        db = env.open_db(b"postings")
+        for step in steps:
+            with env.begin(write=True) as txn:
+                lists = ColumnLists(cut)
+                for docno, fields, length in step:
+                    for f, pairs in enumerate(fields):
+                        lists.add(f, docno, _entry(pairs, length))
+                lists.put(Tx(txn, {"postings": db}))
+        with env.begin() as txn:
+            stored = list(txn.cursor(db=db))
+    finally:
+        env.close()
+    assert stored == [item for f in range(len(FIELDS)) for item in _expected(f, docs, cut)]

@@ -24,7 +24,7 @@ import numpy as np
 
 from eventstore.transaction import Tx
 
-from .chunks import merge_list
+from .chunks import Chunk, decode_chunk, merge_list
 from .gather import Gathered, GatheredField, gathered_field
 from .layout import FIELDS, POSTINGS, list_prefix
 from .records import FieldEntry
@@ -119,20 +119,58 @@ class ColumnLists:
         return _Column([by_rank[r] for r in ranks[firsts].tolist()], firsts, docnos, tfs, lengths)
 
     def put(self, tx: Tx) -> None:
-        """Write every list: appended chunk by chunk into an empty ``postings``,
-        else merged into the chunks stored."""
+        """Write every list: appended chunk by chunk into an empty ``postings``;
+        into one that holds chunks, each list's last chunk stored re-cut with
+        its new postings (when they all come after it: a bulk transaction's
+        usual case), else each list merged as the live path merges it."""
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
-            if tx.txn.stat(tx.db(POSTINGS))["entries"]:
-                for f in range(len(FIELDS)):
-                    col = self.column(f)
+            if not tx.txn.stat(tx.db(POSTINGS))["entries"]:
+                items = [item for f in range(len(FIELDS)) for item in _chunks(f, self.column(f), self.cut)]
+                _, added = cur.putmulti(items, append=True)
+                if added != len(items):
+                    raise AssertionError("posting chunks were not appended in key order")
+                return
+            columns = [self.column(f) for f in range(len(FIELDS))]
+            lasts = [_last_chunks(cur, f, col) for f, col in enumerate(columns)]
+            if any(last is None for last in lasts):
+                for f, col in enumerate(columns):
                     bounds = set(col.docnos[_boundaries(col.docnos, self.cut)].tolist())
                     for term, docnos, tfs, lengths in col.lists():
                         merge_list(cur, list_prefix(f, term), docnos, tfs, lengths, set(), self.cut, bounds)
                 return
-            items = [item for f in range(len(FIELDS)) for item in _chunks(f, self.column(f), self.cut)]
-            _, added = cur.putmulti(items, append=True)
-        if added != len(items):
-            raise AssertionError("posting chunks were not appended in key order")
+            items = []
+            for f, last in enumerate(lasts):
+                if last:
+                    self.parts[f].append(_part([term for term, _ in last], [chunk for _, chunk in last]))
+                items += _chunks(f, self.column(f), self.cut)
+            cur.putmulti(items)      # a list's first chunk here replaces its last stored one (the same key)
+
+
+def _last_chunks(cur, field: int, col: _Column) -> list[tuple[str, Chunk]] | None:
+    """The last stored chunk of each of the column's lists that has one, or
+    None when a list has postings at or before its last stored one."""
+    out = []
+    firsts = col.docnos[col.starts].tolist()
+    for term, first in zip(col.terms, firsts):
+        prefix = list_prefix(field, term)
+        found = cur.set_range(prefix + b"\xff" * 6)        # past the list's last key
+        if found and cur.key().startswith(prefix):
+            return None                                     # a chunk of the greatest docno there is
+        if (cur.prev() if found else cur.last()) and (key := cur.key()).startswith(prefix):
+            chunk = decode_chunk(key, cur.value())
+            if chunk.docnos[-1] >= first:
+                return None
+            out.append((term, chunk))
+    return out
+
+
+def _part(terms: list[str], chunks: list[Chunk]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Stored chunks as a part of a column (term ``i``'s postings: ``chunks[i]``'s)."""
+    counts = [len(c.docnos) for c in chunks]
+    return (terms, np.repeat(np.arange(len(terms), dtype=np.uint32), counts),
+            np.array([d for c in chunks for d in c.docnos], dtype=np.uint64),
+            np.frombuffer(b"".join(bytes(c.tfs) for c in chunks), dtype=np.uint8),
+            np.array([x for c in chunks for x in c.lengths], dtype=np.uint32))
 
 
 def _boundaries(docnos: np.ndarray, cut: int) -> np.ndarray:
