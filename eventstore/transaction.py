@@ -118,8 +118,9 @@ class WriteTx(Tx):
         last = self.txn.get(b"last_id", db=self.dbs["meta"])
         rng = self.store.rng
         if type(rng) is random.SystemRandom:        # one read of the OS's randomness, not one an id
-            bits = iter(os.urandom(10 * len(times))[i:i + 10] for i in range(0, 10 * len(times), 10))
-            raws = ids.next_ids(last, times, lambda _: int.from_bytes(next(bits), "big"))
+            pool = os.urandom(10 * len(times))
+            bits = iter(range(0, len(pool), 10))
+            raws = ids.next_ids(last, times, lambda _: int.from_bytes(pool[(i := next(bits)):i + 10], "big"))
         else:
             raws = ids.next_ids(last, times, rng.getrandbits)
         self.txn.put(b"last_id", raws[-1], db=self.dbs["meta"])
