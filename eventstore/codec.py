@@ -222,20 +222,38 @@ def _written_body(m: Message) -> bytes:
     meta = m.metadata
     return b"".join((_WRITTEN_HEAD, _ID_HEAD, mid, _text(m.session_id), _HEADS[0][ROLES.index(m.role)],
                      _text(m.content), _int(m.timestamp - _id_ms(mid)), _int(m.updated_at - m.timestamp),
-                     _int(m.revision), _NULL if meta == DEFAULT_METADATA else _metadata_body(meta)))
+                     _int(m.revision), _NULL if _is_default(meta) else _metadata_body(meta)))
+
+
+def _is_default(meta: Metadata) -> bool:
+    """``meta == DEFAULT_METADATA``, at once for the usual cases (an imported
+    message's source id says no at once)."""
+    return meta is DEFAULT_METADATA or (not meta.source_message_ids and meta == DEFAULT_METADATA)
 
 
 def _metadata_body(meta: Metadata) -> bytes:
-    tags, rels, sources = meta.tags, meta.relations, meta.source_message_ids
-    parts = [b"\x88", _head(4, len(tags)), *map(_text, tags), _text(meta.memory_tier), _text(meta.memory_kind),
-             _int(meta.importance), _NULL if meta.tool_call_id is None else _text(meta.tool_call_id),
-             _NULL if meta.summary is None else _text(meta.summary), _head(4, len(rels))]
+    rels, sources = meta.relations, meta.source_message_ids
+    if type(meta.importance) is not int:
+        raise TypeError("not an int")
+    parts = [_fixed_body(meta.tags, meta.memory_tier, meta.memory_kind, meta.importance, meta.tool_call_id,
+                         meta.summary), _head(4, len(rels))]
     for rtype, target in rels:
         parts += (b"\x82", _text(rtype), _ID_HEAD, to_bytes(target))
     parts.append(_head(4, len(sources)))
     for source in sources:
         parts += (_ID_HEAD, to_bytes(source))
     return b"".join(parts)
+
+
+@lru_cache(maxsize=4096)
+def _fixed_body(tags: tuple[str, ...], tier: str, kind: str, importance: int, tool_call_id: str | None,
+                summary: str | None) -> bytes:
+    """The metadata's head and its fields before the relations: they repeat
+    from message to message (an import's source tag, kind and tier), so
+    their bytes are kept (the caller checks that ``importance`` is an int)."""
+    return b"".join([b"\x88", _head(4, len(tags)), *map(_text, tags), _text(tier), _text(kind), _int(importance),
+                     _NULL if tool_call_id is None else _text(tool_call_id),
+                     _NULL if summary is None else _text(summary)])
 
 
 def _written(payload: list, version: int) -> MessageWritten:
@@ -248,8 +266,26 @@ def _written(payload: list, version: int) -> MessageWritten:
                                       metadata_from_list(meta)))
     _check(type(role) is int and 0 <= role < len(ROLES))
     ts += _id_ms(mid)
-    return MessageWritten(Message(to_str(mid), session, ROLES[role], content, ts, ts + upd, rev,
-                                  _meta_in(meta)))
+    return _message_written(to_str(mid), session, ROLES[role], content, ts, ts + upd, rev, _meta_in(meta))
+
+
+_new = object.__new__
+
+
+def _message_written(message_id: str, session_id: str, role: str, content: str, timestamp: int,
+                     updated_at: int, revision: int, metadata: Metadata) -> MessageWritten:
+    """``MessageWritten(Message(...))`` as a replay decodes it, once an event:
+    the frozen dataclasses' fields set in their ``__dict__`` at once (their
+    ``__init__`` goes through ``object.__setattr__`` for each, a fifth of a
+    decode).  The same values (a test compares them, and that neither class
+    has slots or a ``__post_init__`` this would skip)."""
+    m = _new(Message)
+    d = m.__dict__
+    d["message_id"], d["session_id"], d["role"], d["content"] = message_id, session_id, role, content
+    d["timestamp"], d["updated_at"], d["revision"], d["metadata"] = timestamp, updated_at, revision, metadata
+    event = _new(MessageWritten)
+    event.__dict__["message"] = m
+    return event
 
 
 def decode_event(raw: bytes | memoryview) -> Event:

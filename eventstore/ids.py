@@ -20,7 +20,7 @@ _DIGITS = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _CANONICAL = re.compile("[0-7][0-9A-HJKMNP-TV-Z]{25}")     # 26 Crockford digits, ≤ 2**128 - 1
 _AS_INT_DIGITS = str.maketrans(_DIGITS, "0123456789abcdefghijklmnopqrstuv")   # what int(_, 32) reads
 _PAIRS = [a + b for a in _DIGITS for b in _DIGITS]      # every 10 bits as two digits
-_SHIFTS = range(120, -1, -10)
+_TRIPLES = [a + b for a in _DIGITS for b in _PAIRS]     # every 15 bits as three digits
 _CACHED = 16384                          # conversions remembered (both ways; dropped when full)
 _bytes_of: dict[str, bytes] = {}
 _text_of: dict[bytes, str] = {}
@@ -69,8 +69,10 @@ def to_str(raw: bytes) -> str:
     if text is None:
         if len(raw) != 16:
             raise DamagedRecordError("a stored message id is not 16 bytes")
-        n = int.from_bytes(raw, "big")
-        text = "".join([_PAIRS[(n >> shift) & 1023] for shift in _SHIFTS])
+        n, t = int.from_bytes(raw, "big"), _TRIPLES
+        text = (_PAIRS[n >> 120] + t[n >> 105 & 32767] + t[n >> 90 & 32767] + t[n >> 75 & 32767]
+                + t[n >> 60 & 32767] + t[n >> 45 & 32767] + t[n >> 30 & 32767] + t[n >> 15 & 32767]
+                + t[n & 32767])
         _remember(text, bytes(raw))       # to_bytes returns bytes, whatever came in
     return text
 

@@ -10,6 +10,7 @@ after it, committed or not.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -115,7 +116,13 @@ class WriteTx(Tx):
         if not times:
             return []
         last = self.txn.get(b"last_id", db=self.dbs["meta"])
-        raws = ids.next_ids(last, times, self.store.rng.getrandbits)
+        rng = self.store.rng
+        if type(rng) is random.SystemRandom:        # one read of the OS's randomness, not one an id
+            pool = os.urandom(10 * len(times))
+            bits = iter(range(0, len(pool), 10))
+            raws = ids.next_ids(last, times, lambda _: int.from_bytes(pool[(i := next(bits)):i + 10], "big"))
+        else:
+            raws = ids.next_ids(last, times, rng.getrandbits)
         self.txn.put(b"last_id", raws[-1], db=self.dbs["meta"])
         return [ids.to_str(raw) for raw in raws]
 

@@ -25,6 +25,8 @@ models read others while they change:
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 import Stemmer
@@ -37,6 +39,7 @@ from eventstore.store import WriteTx
 from . import history, messages, relations, sessions, stats, tokens
 from . import index as term_index
 from .index import IndexConfig, IndexWork
+from .index.worker import WorkerHold
 
 SCHEMA_VERSION = 6
 
@@ -55,10 +58,10 @@ class ProjectionState:
     the statistics and session entries changed (written once, at the flush),
     and the term index's work (a replay's, held in memory)."""
 
-    def __init__(self, config: IndexConfig, bulk: bool) -> None:
+    def __init__(self, config: IndexConfig, bulk: bool, hold: WorkerHold | None = None) -> None:
         self.counters = stats.Counters()
         self.sessions = sessions.OpenSessions()
-        self.index = IndexWork(config, bulk)
+        self.index = IndexWork(config, bulk, hold)
 
     def flush(self, tx: WriteTx) -> None:
         """Just before the commit: the index writes what it held (and hands
@@ -82,9 +85,21 @@ class Projector:
     def __init__(self, config: IndexConfig = term_index.DEFAULT) -> None:
         self.config = config
         self.fingerprint = fingerprint(config)
+        self.hold = WorkerHold()
 
     def begin(self, tx: WriteTx, bulk: bool) -> ProjectionState:
-        return ProjectionState(self.config, bulk)
+        return ProjectionState(self.config, bulk, self.hold)
+
+    @contextmanager
+    def bulk_run(self) -> Iterator[None]:
+        """A run of bulk transactions (an import's batches): they share the
+        term index's second process, which would otherwise start again with
+        each; it is stopped when the run ends.  Changes no byte."""
+        self.hold.keep = True
+        try:
+            yield
+        finally:
+            self.hold.release()
 
     def apply(self, tx: WriteTx, seq: int, event: Event, size: int) -> None:
         state = tx.state
@@ -108,8 +123,7 @@ class Projector:
                        msg.metadata.memory_kind)
         relations.add(tx, msg.message_id, msg.metadata)
         state.index.index(tx, seq, msg)
-        state.counters.add(tx, active=1, body_bytes=len(msg.content.encode("utf-8")),
-                           metadata_bytes=_metadata_bytes(msg.metadata))
+        state.counters.written(tx, len(msg.content.encode("utf-8")), _metadata_bytes(msg.metadata))
 
     @staticmethod
     def _updated(tx: WriteTx, state: ProjectionState, seq: int, event: MessageUpdated, size: int) -> None:

@@ -132,6 +132,12 @@ def added(tx: Tx, changes: OpenSessions, session_id: str, message_id: str, times
     opened = changes.open(tx, session_id)
     count, kinds, started, last = opened.entry
     kinds[KINDS.index(kind)] += 1
+    if count and opened.newest is not None and message_id > opened.newest:
+        # the session's newest message (a replay's, an import's usual case): only its count and end move
+        opened.entry = SessionEntry(count + 1, kinds, started, timestamp)
+        opened.newest = message_id
+        changes.unwritten[session_id.encode("utf-8")] = opened
+        return
     first_id: str | None
     last_id: str | None
     if opened.newest is not None and message_id > opened.newest:

@@ -172,3 +172,16 @@ def test_a_written_event_has_the_bytes_canonical_cbor2_gives_it_whatever_its_val
 def test_the_size_of_metadata_is_counted_as_its_encoding_is_long(meta, more_sources):
     meta = replace(meta, source_message_ids=meta.source_message_ids + (A,) * more_sources)
     assert codec.metadata_size(meta) == len(codec.dumps(codec.metadata_to_list(meta)))
+
+
+def test_a_decoded_message_written_is_the_dataclass_its_constructor_makes():
+    from dataclasses import fields
+
+    from eventstore.events import Message, MessageWritten, Metadata
+    for cls in (Message, MessageWritten):
+        assert not hasattr(cls, "__slots__") and not hasattr(cls, "__post_init__")
+    m = Message("01J0000000000000000000000A", "s", "assistant", "hello", 1_700_000_000_000, 1_700_000_000_500, 3,
+                Metadata(tags=("a",), summary="x"))
+    decoded = codec.decode_event(codec.encode_event(MessageWritten(m)))
+    assert decoded == MessageWritten(m) and hash(decoded.message) == hash(m)
+    assert vars(decoded.message) == vars(m) and [f.name for f in fields(Message)] == list(vars(decoded.message))

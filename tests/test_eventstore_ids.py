@@ -118,3 +118,20 @@ def test_key_bytes_sort_like_the_canonical_strings():
     rng = random.Random(7)
     texts = [str(ULID.from_int(rng.getrandbits(128))) for _ in range(200)]
     assert sorted(texts) == [ids.to_str(b) for b in sorted(ids.to_bytes(t) for t in texts)]
+
+
+def test_ids_given_in_one_step_from_the_os_randomness_are_increasing_and_read_it_once(tmp_path, monkeypatch):
+    import os
+    import random
+
+    from eventstore import transaction
+    from eventstore.store import EventStore
+    from projections.registry import Projector
+    reads = []
+    real = os.urandom
+    with EventStore(str(tmp_path / "s"), Projector()) as store:
+        assert isinstance(store.rng, random.SystemRandom)
+        monkeypatch.setattr(transaction.os, "urandom", lambda n: reads.append(n) or real(n))
+        given = store.execute(lambda w: w.new_ids([5, 5, 4, 1_700_000_000_000, 7]))
+    assert reads == [50]
+    assert given == sorted(given) and len(set(given)) == 5

@@ -216,3 +216,26 @@ def test_a_relation_to_a_turn_later_in_the_same_batch_is_kept_and_the_log_is_tha
     assert [m.content for m in events] == ["first question", "ok", "in between",
                                            '[tool_use Bash]\n{"command": "ls"}', "after"]
     assert [m.message_id for m in events] == sorted(m.message_id for m in events)
+
+
+def test_an_imports_transactions_share_one_second_process_stopped_when_the_import_ends(tmp_path, monkeypatch):
+    from projections.index import worker
+    started = []
+    real = worker.subprocess.Popen
+
+    def popen(*args, **kwargs):
+        started.append(real(*args, **kwargs))
+        return started[-1]
+    monkeypatch.setattr(worker.subprocess, "Popen", popen)
+    root = str(tmp_path / "src")
+    path = long_session(root, 300)
+    dumps = []
+    for name, second in (("apart", True), ("here", False)):
+        config = IndexConfig(merge_at=8, chunk=4, build_batch=16, second_process=second)
+        with EventStore(str(tmp_path / name), Projector(config), rng=random.Random(3)) as store:
+            summary = run_import("", "claude-code", [path], Options(batch=50, apart=False), store=store)
+            dumps.append(dump_projections(store))
+        assert summary["written"] > 300             # several transactions of 50
+    assert dumps[0] == dumps[1]
+    assert len(started) == 1                            # six transactions, one process
+    assert started[0].poll() is not None                # stopped with the import

@@ -23,24 +23,30 @@ from eventstore.events import Message
 from eventstore.transaction import Tx
 
 from .config import IndexConfig
-from .layout import PENDING, docno_key, docno_of
-from .lists import merge_records
+from .docs import doc_value
+from .layout import DOCS, PENDING, TIMES, docno_key, docno_of, time_key
+from .lists import merge_records, put_appending
 from .records import Record, count, count_lengths, facet_keys, record_of
-from .worker import Builder
+from .worker import Builder, WorkerHold
 
 
 class BulkReplay:
-    def __init__(self, tx: Tx, config: IndexConfig) -> None:
+    def __init__(self, tx: Tx, config: IndexConfig, hold: WorkerHold | None = None) -> None:
         self.tx, self.config = tx, config
         self.pending: dict[int, Record | Message] = {}
         self.merged: dict[int, Record | Message] = {}     # merged, not yet written
         self.deltas: dict[str, int] = {}
-        self.builder = Builder(config)
+        self.rows: list[tuple[bytes, bytes]] = []          # docs rows of written messages, not written yet
+        self.times: list[tuple[bytes, bytes]] = []         # and their times keys
+        self.builder = Builder(config, hold)
         with tx.txn.cursor(db=tx.db(PENDING)) as cur:
             self.pending.update((docno_of(k), Record.decode(v)) for k, v in cur)
         tx.txn.drop(tx.db(PENDING), delete=False)
 
     def index(self, docno: int, msg: Message) -> None:
+        key = docno_key(docno)
+        self.rows.append((key, doc_value(key, msg)))
+        self.times.append((time_key(msg.timestamp, docno), b""))
         self.pending[docno] = msg
         self.builder.add(docno, msg)
         if len(self.pending) >= self.config.merge_at:
@@ -50,7 +56,9 @@ class BulkReplay:
                 self._write_merged()
 
     def held(self, docno: int) -> tuple[Record | None, bool]:
-        """(record, pending) of a document not written yet, else (None, False)."""
+        """(record, pending) of a document not written yet, else (None, False).
+        Its docs row is about to be read or changed: the rows held are written."""
+        self._write_rows()
         for where, pend in ((self.pending, True), (self.merged, False)):
             rec = where.get(docno)
             if isinstance(rec, Message):
@@ -109,8 +117,17 @@ class BulkReplay:
         self.merged.clear()
         merge_records(self.tx, self.config.cut, records, lists, exact, facets)
 
+    def _write_rows(self) -> None:
+        """The docs rows (and times keys) of the messages written since the last
+        time, put at once: the same rows as :func:`.docs.put` writes one by one."""
+        if self.rows:
+            put_appending(self.tx, DOCS, self.rows)
+            put_appending(self.tx, TIMES, self.times)
+            self.rows, self.times = [], []
+
     def finish(self) -> dict[str, int]:
         """Write everything held; returns the statistics to add."""
+        self._write_rows()
         self._write_merged()
         with self.tx.txn.cursor(db=self.tx.db(PENDING)) as cur:
             cur.putmulti(sorted((docno_key(d), r.encode()) for d, r in self.pending.items()

@@ -1,37 +1,37 @@
 """What a batch of written messages adds to the index, gathered per list.
 
 A replay hands written messages over in batches; :func:`gather` turns a
-batch into its postings gathered per posting list, so that the replay joins
-a batch to the lists with one step a list rather than one a posting.  It
-uses :func:`~.records.field_entry`, the same definition of a document's
-postings as the live path.  Numbers travel as arrays, which a pickle loads
-at once (a batch is usually gathered in a second process: :mod:`.worker`).
+batch into its postings as columns — each posting's term (a number within
+the batch), tf, and the document's length — document after document, which
+the replay sorts into posting lists all at once (:mod:`.columns`).  It uses
+:func:`~.records.field_entry`, the same definition of a document's postings
+as the live path.  Numbers travel as arrays, which a pickle loads at once
+(a batch is usually gathered in a second process: :mod:`.worker`).
 """
 
 from __future__ import annotations
 
 from array import array
 from collections import defaultdict
-from itertools import chain
+from itertools import count
 from typing import NamedTuple
 
 from eventstore.events import Message
 
 from .layout import FIELDS
-from .records import field_entry, field_texts, note_tfs
+from .records import FieldEntry, field_entry, field_texts
 
 # What gather needs of a message: (docno, content, summary, tags) — cheap to pickle.
 Item = tuple[int, str, str | None, tuple[str, ...]]
 
 
 class GatheredField(NamedTuple):
-    """One field of a gathered batch."""
+    """One field of a gathered batch: its postings document after document."""
 
-    terms: list[str]                   # every term of the batch in this field
-    sizes: array                       # each term's number of postings
-    flat: array                        # their docnos, term after term
-    flat_lengths: array                # the field's length in each of those documents
-    tfs: dict[str, dict[int, int]]     # term → {docno: tf above 1}
+    terms: list[str]                   # the batch's distinct terms in this field (a term's number: its place)
+    ids: array                         # each posting's term number, document after document
+    counts: array                      # each document's number of postings (distinct terms)
+    tfs: bytes                         # each posting's tf
     lengths: array                     # each document's length
     exact: list[tuple[bytes, ...]]     # each document's whole-text keys
 
@@ -44,7 +44,8 @@ class Gathered(NamedTuple):
         """Whether this has the shape :func:`gather` gives, for ``batch``
         (what comes back from another process is checked before use)."""
         return (self.docnos == [d for d, _ in batch] and len(self.fields) == len(FIELDS)
-                and all(isinstance(f, GatheredField) for f in self.fields))
+                and all(isinstance(f, GatheredField) and len(f.counts) == len(batch) == len(f.lengths)
+                        and len(f.ids) == len(f.tfs) == sum(f.counts) for f in self.fields))
 
 
 def items_of(batch: list[tuple[int, Message]]) -> list[Item]:
@@ -53,23 +54,17 @@ def items_of(batch: list[tuple[int, Message]]) -> list[Item]:
 
 def gather(items: list[Item]) -> Gathered:
     """What a batch of messages, in docno order, adds to the index."""
-    docnos = [item[0] for item in items]
     texts_of = [field_texts(*item[1:]) for item in items]
-    fields = []
-    for f in range(len(FIELDS)):
-        lists: defaultdict[str, list[int]] = defaultdict(list)
-        tfs: dict[str, dict[int, int]] = {}
-        lengths, keys = [], []
-        for docno, texts in zip(docnos, texts_of):
-            entry = field_entry(f, texts[f])
-            lengths.append(entry.length)
-            keys.append(entry.exact)
-            for term in entry.terms:
-                lists[term].append(docno)
-            if entry.terms:
-                note_tfs(tfs, docno, entry)
-        flat = array("Q", chain.from_iterable(lists.values()))
-        length_of = dict(zip(docnos, lengths)).__getitem__
-        fields.append(GatheredField(list(lists), array("I", map(len, lists.values())), flat,
-                                    array("I", map(length_of, flat)), tfs, array("I", lengths), keys))
-    return Gathered(docnos, fields)
+    return Gathered([item[0] for item in items],
+                    [gathered_field([field_entry(f, texts[f]) for texts in texts_of]) for f in range(len(FIELDS))])
+
+
+def gathered_field(entries: list[FieldEntry]) -> GatheredField:
+    """The postings of one field of some documents (their entries, in docno order)."""
+    numbers: defaultdict[str, int] = defaultdict(count().__next__)     # a new term gets the next number
+    ids, counts = array("I"), array("I")
+    for entry in entries:
+        ids.extend(map(numbers.__getitem__, entry.terms))
+        counts.append(len(entry.terms))
+    return GatheredField(list(numbers), ids, counts, b"".join([e.tfs for e in entries]),
+                         array("I", [e.length for e in entries]), [e.exact for e in entries])

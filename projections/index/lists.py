@@ -2,24 +2,27 @@
 ``exact`` and ``facets``.
 
 :class:`PostingLists` collects postings per list (field, term) in docno
-order — from records one at a time, or from a replay's gathered batches —
-and writes them: merged into the chunks already stored (:meth:`write`) or,
-into an empty ``postings``, appended chunk by chunk (:meth:`append`).
+order, from records one at a time (the live path's merges; a bulk
+transaction's batches are kept as columns: :mod:`.columns`), and writes
+them: merged into the chunks already stored (:meth:`write`) or, into an
+empty ``postings``, appended chunk by chunk (:meth:`append`).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from itertools import islice, repeat
+from itertools import repeat
+from typing import TYPE_CHECKING
 
 from eventstore.transaction import Tx
 
 from .chunks import boundary, cut_list, merge_list
-from .gather import Gathered
 from .layout import EXACT, FACETS, FIELDS, POSTINGS, docno_key, list_prefix
 from .records import FieldEntry, Record, note_tfs
+
+if TYPE_CHECKING:
+    from .columns import ColumnLists
 
 
 class PostingLists:
@@ -33,44 +36,6 @@ class PostingLists:
         self.tfs: list[dict[str, dict[int, int]]] = [{} for _ in FIELDS]
         self.remove: list[dict[str, set[int]]] = [{} for _ in FIELDS]
         self.bounds: set[int] = set()
-        self.batched = False
-        self.unsorted: set[tuple[int, str]] = set()     # lists a record was added to after batches
-
-    def add_batch(self, gathered: Gathered) -> None:
-        """Add what :func:`~.gather.gather` made of a batch (batches come in
-        docno order, before any single record)."""
-        self.batched = True
-        self.bounds.update(d for d in gathered.docnos if boundary(d, self.cut))
-        for f, batch in enumerate(gathered.fields):
-            mine, my_lengths, my_tfs = self.docnos[f], self.lengths[f], self.tfs[f]
-            flat, flat_lengths = iter(batch.flat), iter(batch.flat_lengths)
-            for term, n in zip(batch.terms, batch.sizes):
-                mine[term].extend(islice(flat, n))
-                my_lengths[term].extend(islice(flat_lengths, n))
-            for term, extra in batch.tfs.items():
-                if term in my_tfs:
-                    my_tfs[term].update(extra)
-                else:
-                    my_tfs[term] = extra
-
-    def exclude(self, docnos: set[int]) -> None:
-        """Take ``docnos`` out of every list (before any single record is
-        added).  They are mostly the newest (the pending ones), so each list
-        is searched from the first of them on."""
-        lowest = min(docnos)
-        for f in range(len(FIELDS)):
-            lengths_of = self.lengths[f]
-            for term, found in self.docnos[f].items():
-                at = bisect_left(found, lowest)
-                hits = docnos.intersection(found[at:]) if at < len(found) else None
-                if hits:
-                    lengths = lengths_of[term]
-                    for d in sorted(hits, reverse=True):
-                        i = bisect_left(found, d)
-                        del found[i], lengths[i]
-            for extra in self.tfs[f].values():
-                for d in docnos.intersection(extra):
-                    del extra[d]
 
     def add(self, field: int, docno: int, entry: FieldEntry) -> None:
         names = entry.terms
@@ -82,8 +47,6 @@ class PostingLists:
         for term in names:
             lists[term].append(docno)
             lengths[term].append(length)
-        if self.batched:        # a record after the batches may land inside a list
-            self.unsorted.update(zip(repeat(field), names))
         note_tfs(self.tfs[field], docno, entry)
 
     def drop(self, field: int, docno: int, entry: FieldEntry) -> None:
@@ -98,11 +61,6 @@ class PostingLists:
                                               self.tfs[field])
             for term in sorted(lists.keys() | remove.keys()):
                 docnos, lengths = lists.get(term, []), lengths_of.get(term, [])
-                if not docnos and term not in remove:
-                    continue                        # every posting was excluded
-                if (field, term) in self.unsorted:
-                    pairs = sorted(zip(docnos, lengths))
-                    docnos, lengths = [d for d, _ in pairs], [x for _, x in pairs]
                 extra = tfs.get(term)
                 yield (list_prefix(field, term), docnos,
                        list(map(extra.get, docnos, repeat(1))) if extra else None,
@@ -113,6 +71,10 @@ class PostingLists:
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
             for prefix, docnos, tfs, lengths, remove in self._each():
                 merge_list(cur, prefix, docnos, tfs, lengths, remove, self.cut, self.bounds)
+
+    def put(self, tx: Tx) -> None:
+        """Merge every list into the chunks stored (appended, into an empty ``postings``)."""
+        (self.write if tx.txn.stat(tx.db(POSTINGS))["entries"] else self.append)(tx)
 
     def append(self, tx: Tx) -> None:
         """Write the lists into an empty ``postings``: each cut into its chunks
@@ -126,7 +88,7 @@ class PostingLists:
             raise AssertionError("posting chunks were not appended in key order")
 
 
-def merge_records(tx: Tx, cut: int, records: list[tuple[int, Record]], lists: PostingLists | None = None,
+def merge_records(tx: Tx, cut: int, records: list[tuple[int, Record]], lists: PostingLists | ColumnLists | None = None,
                   exact: list[tuple[bytes, bytes]] | None = None,
                   facets: list[tuple[bytes, bytes]] | None = None) -> None:
     """Merge whole records (ascending docno) into postings, exact and facets,
@@ -139,10 +101,7 @@ def merge_records(tx: Tx, cut: int, records: list[tuple[int, Record]], lists: Po
             lists.add(f, docno, entry)
             exact.extend((k, dk) for k in entry.exact)
         facets.extend((k, dk) for k in rec.facets)
-    if tx.txn.stat(tx.db(POSTINGS))["entries"]:
-        lists.write(tx)
-    else:
-        lists.append(tx)
+    lists.put(tx)
     put_dups(tx, EXACT, exact, newest=True)
     put_dups(tx, FACETS, facets, newest=True)
 
@@ -172,10 +131,22 @@ def put_dups(tx: Tx, db: str, items: list[tuple[bytes, bytes]], newest: bool = F
     already under its key (a merge's), so each goes at the end of its key's
     duplicates (``MDB_APPENDDUP``: full pages left behind, not half-full ones);
     should one not, the pairs are put again the ordinary way."""
+    if newest:
+        put_appending(tx, db, items)
+    elif items:
+        items.sort()
+        with tx.txn.cursor(db=tx.db(db)) as cur:
+            cur.putmulti(items)
+
+
+def put_appending(tx: Tx, db: str, items: list[tuple[bytes, bytes]]) -> None:
+    """Put (key, value) pairs that usually all sort after what ``db`` holds:
+    sorted and appended (``MDB_APPEND``/``MDB_APPENDDUP``: no search, pages
+    left full); should one not, they are all put again the ordinary way."""
     if items:
         items.sort()
         with tx.txn.cursor(db=tx.db(db)) as cur:
-            if not newest or cur.putmulti(items, append=True)[1] != len(items):
+            if cur.putmulti(items, append=True)[1] != len(items):
                 cur.putmulti(items)
 
 

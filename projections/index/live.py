@@ -22,28 +22,29 @@ from .config import IndexConfig
 from .layout import FACETS, FIELDS, PENDING, docno_key, docno_of
 from .lists import add_fields, delete_dups, merge_records, put_dups, remove_fields
 from .records import Record, count, entries_of, facet_keys, record_of, texts_of
+from .worker import WorkerHold
 
 
 class IndexWork:
     """The term index's part of one write transaction's state."""
 
-    def __init__(self, config: IndexConfig, bulk: bool) -> None:
-        self.config, self.bulk = config, bulk
+    def __init__(self, config: IndexConfig, bulk: bool, hold: WorkerHold | None = None) -> None:
+        self.config, self.bulk, self.hold = config, bulk, hold
         self.deltas: dict[str, int] = {}        # field statistics to add at the flush
         self.replay: BulkReplay | None = None
 
     def _bulk(self, tx: Tx) -> BulkReplay | None:
         if self.bulk and self.replay is None:
-            self.replay = BulkReplay(tx, self.config)
+            self.replay = BulkReplay(tx, self.config, self.hold)
         return self.replay
 
     # ---------------------------------------------------------- operations
     def index(self, tx: Tx, docno: int, msg: Message) -> None:
-        docs.put(tx, docno, msg, new=True)                 # docnos only grow
         replay = self._bulk(tx)
         if replay is not None:
-            replay.index(docno, msg)            # the record is built, and counted, later
+            replay.index(docno, msg)            # the record is built, and counted, later; the docs row too
             return
+        docs.put(tx, docno, msg, new=True)                 # docnos only grow
         rec = record_of(msg)
         count(self.deltas, enumerate(rec.fields), +1)
         handle = tx.db(PENDING)
@@ -74,9 +75,9 @@ class IndexWork:
         before, after = entries_of(old, changed), entries_of(new, changed)
         count(self.deltas, before.items(), -1)
         count(self.deltas, after.items(), +1)
-        docs.put(tx, docno, new, new=False)
         new_facets = facet_keys(new)
-        rec, pend = self._held(tx, docno)
+        rec, pend = self._held(tx, docno)       # (in a replay, the docs rows held are written first)
+        docs.put(tx, docno, new, new=False)
         if rec is not None:
             for f, entry in after.items():
                 rec.fields[f] = entry

@@ -6,7 +6,7 @@ whose children import the parent's ``__main__``: it inherits no LMDB
 environment, no lock, no state) running :func:`serve`, which answers each
 batch with what :func:`~.gather.gather` makes of it, a length-prefixed
 pickle, in the same order.  The batches are added to one
-:class:`~.lists.PostingLists` as they come back, in docno order.
+:class:`~.columns.ColumnLists` as they come back, in docno order.
 
 When the second process has more than ``backlog`` batches waiting, the
 replay gathers the next batch itself, so that neither process waits long
@@ -37,7 +37,7 @@ import weakref
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import Stemmer
 
@@ -46,7 +46,9 @@ from eventstore.events import Message
 from .. import tokens
 from .config import IndexConfig
 from .gather import Gathered, gather, items_of
-from .lists import PostingLists
+
+if TYPE_CHECKING:
+    from .columns import ColumnLists
 
 # A batch done: its messages, and per field each document's length and whole-text keys.
 Done = tuple[list[tuple[int, Message]], list[int], list[tuple[array, list[tuple[bytes, ...]]]]]
@@ -85,32 +87,133 @@ def serve() -> None:
         pass                # the replay went away (or was killed): nobody waits for more
 
 
-class Builder:
-    """The written messages' batches of one replay, gathered (mostly in the
-    second process) and added to one :class:`PostingLists` in docno order."""
+class Worker:
+    """One second process and the two threads that move its bytes: the
+    frames sent to it, and its answers, in the same order, as they come."""
 
-    def __init__(self, config: IndexConfig) -> None:
-        self.config = config
+    def __init__(self, proc: subprocess.Popen, frame_max: int) -> None:
+        self.proc = proc
+        self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.frames: list[bytes] = []       # the answers of this round (see :meth:`again`)
+        self.sent = 0                        # frames sent this round
+        self.arrived = threading.Condition()
+        weakref.finalize(self, _stop, proc, self.outbox)
+        self.threads = [threading.Thread(target=_feed, args=(self.outbox, proc.stdin), daemon=True),
+                        threading.Thread(target=self._drain, args=(frame_max,), daemon=True)]
+        for thread in self.threads:
+            thread.start()
+
+    @classmethod
+    def start(cls, frame_max: int) -> Worker | None:
+        """A fresh second process, or None when none can start."""
+        if not sys.executable:
+            return None
+        root = os.path.dirname(os.path.dirname(_HERE))
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from projections.index.worker import serve; serve()", FINGERPRINT],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root, start_new_session=True)
+        except (OSError, ValueError, TypeError):
+            return None
+        return cls(proc, frame_max)
+
+    def send(self, frame: bytes) -> None:
+        self.outbox.put(frame)
+        self.sent += 1
+
+    def wait(self, timeout: float) -> bool:
+        """Whether every frame sent came back (waiting up to ``timeout`` seconds)."""
+        reading = self.threads[1]
+        with self.arrived:
+            self.arrived.wait_for(lambda: len(self.frames) >= self.sent or not reading.is_alive(), timeout)
+            return len(self.frames) == self.sent
+
+    def again(self) -> bool:
+        """Start a new round, if the process answered every frame of this one
+        and still runs (else it is of no further use)."""
+        if len(self.frames) != self.sent or not self.threads[1].is_alive():
+            return False
+        self.frames, self.sent = [], 0
+        return True
+
+    def _drain(self, frame_max: int) -> None:
+        """Read length-prefixed frames off the process's stdout until it ends;
+        a frame too long or cut, or any failure, stops the process (so that
+        nothing waits on it) and the reading."""
+        try:
+            for data in _frames(self.proc.stdout, frame_max):
+                with self.arrived:
+                    self.frames.append(data)
+                    self.arrived.notify_all()
+        except Exception:
+            self.proc.kill()
+        with self.arrived:
+            self.arrived.notify_all()
+
+    def stop(self) -> None:
+        """Stop the process (what it did not answer is lost)."""
+        _stop(self.proc, self.outbox)
+        for thread in self.threads:
+            thread.join()
+
+
+class WorkerHold:
+    """The second process a run of bulk transactions shares (an import's,
+    :meth:`projections.registry.Projector.bulk_run`): handed from one
+    transaction to the next while :attr:`keep` is set, stopped when it is
+    cleared.  Outside such a run each transaction starts its own."""
+
+    def __init__(self) -> None:
+        self.keep = False
+        self.idle: Worker | None = None
+
+    def take(self) -> Worker | None:
+        worker, self.idle = self.idle, None
+        return worker
+
+    def give_back(self, worker: Worker) -> None:
+        """Keep ``worker`` for the next transaction, if wanted and of use; else stop it."""
+        if self.keep and self.idle is None and worker.again():
+            self.idle = worker
+        else:
+            worker.stop()
+
+    def release(self) -> None:
+        self.keep = False
+        if self.idle is not None:
+            self.idle.stop()
+            self.idle = None
+
+
+class Builder:
+    """The written messages' batches of one transaction, gathered (mostly in
+    the second process) and added to one :class:`ColumnLists` in docno order."""
+
+    def __init__(self, config: IndexConfig, hold: WorkerHold | None = None) -> None:
+        self.config, self.hold = config, hold
+        self.worker: Worker | None = None
+        self.started = False                  # a second process was asked for (once a transaction)
+        self._round()
+
+    def _round(self) -> None:
+        from .columns import ColumnLists  # here: numpy is loaded by a replay, never by the second process
         self.batches: list[list[tuple[int, Message]]] = [[]]
         self.here: dict[int, Gathered] = {}  # batch index → gathered here (not sent)
         self.sent: list[int] = []            # indexes of the batches sent, in order
-        self.proc: subprocess.Popen | None = None
-        self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self.frames: list[bytes] = []
-        self.threads: list[threading.Thread] = []
-        self.added = PostingLists(config.cut)
+        self.added = ColumnLists(self.config.cut)
         self.done: list[Done] = []
 
     def add(self, docno: int, msg: Message) -> None:
         batch = self.batches[-1]
         batch.append((docno, msg))
         if len(batch) >= self.config.build_batch:
-            if len(self.batches) == 1 and self._second_process():
+            if not self.started and self._second_process():
                 self._start()
             items = items_of(batch)
-            if self.proc is not None and len(self.sent) - len(self.frames) <= self.config.backlog:
+            worker = self.worker
+            if worker is not None and len(self.sent) - len(worker.frames) <= self.config.backlog:
                 data = pickle.dumps(items, 5)
-                self.outbox.put(len(data).to_bytes(4, "big") + data)
+                worker.send(len(data).to_bytes(4, "big") + data)
                 self.sent.append(len(self.batches) - 1)
             else:
                 self.here[len(self.batches) - 1] = gather(items)
@@ -123,14 +226,15 @@ class Builder:
 
     def _take(self, waiting: bool) -> None:
         """Add the batches that are back (all of them if ``waiting``), in order."""
+        frames = self.worker.frames if self.worker is not None else []
         while len(self.done) < len(self.batches) - 1:
             i = len(self.done)
             gathered: object = self.here.pop(i, None)
             k = bisect_left(self.sent, i)
             if gathered is None and k < len(self.sent) and self.sent[k] == i:
-                if k < len(self.frames):
-                    gathered = loaded(self.frames[k])
-                    self.frames[k] = b""           # its memory back
+                if k < len(frames):
+                    gathered = loaded(frames[k])
+                    frames[k] = b""                # its memory back
                 elif not waiting:
                     return                         # not back yet
             batch = self.batches[i]
@@ -141,43 +245,36 @@ class Builder:
                               [(f.lengths, f.exact) for f in gathered.fields]))
 
     def _start(self) -> None:
-        if not sys.executable:
-            return
-        root = os.path.dirname(os.path.dirname(_HERE))
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", "from projections.index.worker import serve; serve()", FINGERPRINT],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root, start_new_session=True)
-        except (OSError, ValueError, TypeError):
-            return
-        weakref.finalize(self, _stop, self.proc, self.outbox)
-        self.threads = [threading.Thread(target=_feed, args=(self.outbox, self.proc.stdin), daemon=True),
-                        threading.Thread(target=_drain, args=(self.proc, self.frames, self.config.frame_max),
-                                         daemon=True)]
-        for thread in self.threads:
-            thread.start()
+        self.started = True
+        self.worker = (self.hold.take() if self.hold is not None else None) or Worker.start(self.config.frame_max)
 
     def stop(self) -> None:
-        """Stop the second process, if one runs (what it did not answer is lost)."""
-        if self.proc is not None:
-            _stop(self.proc, self.outbox)
-            for thread in self.threads:
-                thread.join()
-            self.proc = None
+        """The transaction is over: its second process goes back to the hold
+        (when every batch came back) or is stopped."""
+        worker, self.worker = self.worker, None
+        if worker is None:
+            return
+        if self.hold is not None and len(worker.frames) == worker.sent:
+            self.hold.give_back(worker)
+        else:
+            worker.stop()
 
-    def lists(self) -> tuple[PostingLists, list[Done]]:
+    def lists(self) -> tuple[ColumnLists, list[Done]]:
         """Every batch added (the last, short one gathered here): the lists,
         and each batch with its docnos and per-field lengths and whole-text
-        keys.  The builder starts over."""
-        if self.proc is not None:
-            self.outbox.put(None)                     # the process ends after the last batch
-            self.threads[1].join(self.config.join_wait)   # its answers are all read when it has ended
-            self.stop()
+        keys.  The builder starts a new round (with the same process)."""
+        worker = self.worker
+        if worker is not None and not worker.wait(self.config.join_wait):
+            self.worker = None              # it did not answer in time: what it did not is gathered here
+            worker.stop()
         if self.batches[-1]:
             self.batches.append([])
         self._take(waiting=True)
         out = self.added, self.done
-        self.__init__(self.config)  # type: ignore[misc]
+        if self.worker is not None and not self.worker.again():
+            self.worker.stop()
+            self.worker = None
+        self._round()
         return out
 
 
@@ -190,20 +287,6 @@ def _feed(outbox: queue.SimpleQueue, pipe: IO[bytes]) -> None:
         pipe.close()
     except (OSError, ValueError):        # the process is gone: what it missed is built here
         pass
-
-
-def _drain(proc: subprocess.Popen, frames: list[bytes], frame_max: int) -> None:
-    """Read length-prefixed frames off the process's stdout until it ends;
-    a frame too long or cut, or any failure, stops the process (so that
-    nothing waits on it) and the reading."""
-    try:
-        for data in _frames(proc.stdout, frame_max):
-            frames.append(data)
-        else:
-            return
-    except Exception:
-        pass
-    proc.kill()
 
 
 def _frames(pipe: IO[bytes] | None, frame_max: int) -> Iterator[bytes]:

@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from types import ModuleType
 
 from eventstore.store import EventStore
@@ -40,7 +41,9 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     try:
         writer = Writer(target, report, batch=options.batch, bulk=options.bulk, dry_run=options.dry_run,
                         progress=_progress(options))
-        writer.write(reader.items(module, paths, report, options))
+        projector = target.projector
+        with projector.bulk_run() if isinstance(projector, Projector) else nullcontext():
+            writer.write(reader.items(module, paths, report, options))
     finally:
         if owned:
             target.close()

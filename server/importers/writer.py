@@ -35,6 +35,7 @@ from projections import history, messages
 from .turns import IMPORT_ID_PREFIX, Report, Turn, import_id
 
 BATCH = 20_000          # turns per transaction
+RUN = 256               # items a batch takes at once (their ids given in one step)
 
 
 Item = Turn | list[Turn]      # a turn, or turns that refer to one another (written in one transaction)
@@ -86,16 +87,24 @@ class Writer:
         self.report.turns += size
         return item
 
+    def _run(self, count: int) -> list[Item]:
+        """The next items (up to ``RUN``) that a batch holding ``count`` turns can take."""
+        run: list[Item] = []
+        while count < self.batch_size and len(run) < RUN and (item := self._take(count)) is not None:
+            run.append(item)
+            count += len(item) if isinstance(item, list) else 1
+        return run
+
     def _batch(self) -> None:
         taken: list[Item] = []      # a transaction run again (a full map) takes these again first
 
         def plan(tx: Tx, w: WriteTx | None) -> _Plan:
             batch = _Plan(self, tx, w)
-            for old in taken:
-                batch.take(old)
-            while batch.count < self.batch_size and (item := self._take(batch.count)) is not None:
-                taken.append(item)
-                batch.take(item)
+            if taken:
+                batch.take(taken)
+            while run := self._run(batch.count):
+                taken.extend(run)
+                batch.take(run)
             batch.finish()
             return batch
         if self.dry_run:
@@ -161,34 +170,49 @@ class _Plan:
         self.held: list[tuple[Turn, str, bool]] = []  # (turn, message id, an update)
         self.count = self.written = self.present = self.updated = 0
 
-    def take(self, item: Item) -> None:
-        turns = item if isinstance(item, list) else [item]
-        self.count += len(turns)
+    def take(self, items: list[Item]) -> None:
+        """Take items in turn: the same events as taking them one by one (ids
+        are given in order in one step, and an item whose relation names a
+        turn further on holds the events from there to the end of the
+        batch, when every id of the batch is known)."""
+        known_of, added = self.writer._known, self.added
         new: list[Turn] = []
-        changed: list[tuple[Turn, str]] = []
-        for turn in turns:
-            known = self.writer._known(self.tx, turn.session_id)
-            mine = self.added.setdefault(turn.session_id, {})
-            if turn.import_id in known or turn.import_id in mine:
-                if turn.updatable and turn.import_id in known:
-                    changed.append((turn, known[turn.import_id]))
-                else:
-                    self.present += 1
-                continue
-            mine[turn.import_id] = ""            # its id comes below
-            new.append(turn)
+        plans: list[tuple[int, list[tuple[Turn, str]]]] = []   # per item: its new turns, then its updates
+        for item in items:
+            turns = item if isinstance(item, list) else (item,)
+            self.count += len(turns)
+            first = len(new)
+            changed: list[tuple[Turn, str]] = []
+            for turn in turns:
+                known = known_of(self.tx, turn.session_id)
+                mine = added.get(turn.session_id)
+                if mine is None:
+                    mine = added[turn.session_id] = {}
+                if turn.import_id in known or turn.import_id in mine:
+                    if turn.updatable and turn.import_id in known:
+                        changed.append((turn, known[turn.import_id]))
+                    else:
+                        self.present += 1
+                    continue
+                mine[turn.import_id] = ""            # its id comes below
+                new.append(turn)
+            plans.append((len(new) - first, changed))
         self.written += len(new)
         mids = (self.w.new_ids([t.timestamp for t in new]) if self.w is not None
                 else [f"dry-run-{self.written - len(new) + n}" for n in range(len(new))])
         for turn, mid in zip(new, mids):
-            self.added[turn.session_id][turn.import_id] = mid
-        events = [(turn, mid, False) for turn, mid in zip(new, mids)] + [(t, m, True) for t, m in changed]
-        if not self.held and any(self._ahead(turn) for turn, _, _ in events):
-            self.held = events
-        elif self.held:
-            self.held.extend(events)
-        else:
-            self._append(events)
+            added[turn.session_id][turn.import_id] = mid
+        at = 0
+        for count, changed in plans:
+            events = [(turn, mid, False) for turn, mid in zip(new[at:at + count], mids[at:at + count])]
+            events += [(t, m, True) for t, m in changed]
+            at += count
+            if not self.held and any(turn.relations and self._ahead(turn) for turn, _, _ in events):
+                self.held = events
+            elif self.held:
+                self.held.extend(events)
+            else:
+                self._append(events)
 
     def _ahead(self, turn: Turn) -> bool:
         """Whether a relation of ``turn`` names a turn not met yet."""
