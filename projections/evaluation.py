@@ -15,6 +15,7 @@ result only (:class:`Admit`), not of every posting.
 from __future__ import annotations
 
 import heapq
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -32,6 +33,9 @@ WHOLE_MIN = 32                       # < WHOLE_MIN chunks or they fall in ≥ 1/
 CACHE_BYTES = 128 << 20              # decoded lists kept between searches (per process)
 _NF = len(FIELDS)
 LISTS = DecodedLists(CACHE_BYTES)
+SPARE = 4                            # sum arrays kept, zeroed, for later searches (one per concurrent search)
+_SPARE: list[tuple[np.ndarray, np.ndarray]] = []
+_SPARE_LOCK = threading.Lock()
 
 
 def field_score(total: float) -> float:
@@ -119,8 +123,27 @@ class Sums:
     def __init__(self, size: int) -> None:
         self.size = max(size, 1)
         self.sums: list[np.ndarray | None] = [None] * _NF
-        self.seen = np.zeros(self.size, bool)
         self._fresh: list[np.ndarray] = []
+        with _SPARE_LOCK:
+            spare = _SPARE.pop() if _SPARE and len(_SPARE[-1][0]) >= self.size else None
+        if spare is not None:          # an earlier search's arrays, zeroed again: no pages to fault in
+            self.seen, self.sums[0] = spare
+            self.size = len(self.seen)
+        else:
+            self.seen = np.zeros(self.size, bool)
+
+    def release(self) -> None:
+        """Zero the content sums touched and keep the arrays for a later search."""
+        content = self.sums[0]
+        if content is None or len(content) != self.size:
+            return
+        docs = self.docs()
+        content[docs] = 0.0
+        self.seen[docs] = False
+        self.sums = [None] * _NF
+        with _SPARE_LOCK:
+            if len(_SPARE) < SPARE:
+                _SPARE.append((self.seen, content))
 
     def _fit(self, top: int) -> None:
         if top < self.size:

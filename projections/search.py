@@ -114,6 +114,15 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     lists = _plan(tx, st, query_terms(query), pend)
     trace.lists, trace.postings = len(lists), sum(lst.df for lst in lists)
     acc = Sums(_docno_bound(tx, pend))
+    try:
+        return _evaluate(tx, query, limit, trace, prune, context, pool, fl, pend, lists, acc, st)
+    finally:
+        acc.release()
+
+
+def _evaluate(tx: Tx, query: str, limit: int, trace: Trace, prune: bool, context: bool, pool: int,
+              fl: FacetFilter, pend: list, lists: list[QueryList], acc: Sums, st: dict[str, int]) -> list[Hit]:
+    """:func:`search` once the query's lists are planned and the sums laid out."""
     wholes = [exact_key(f, query) for f in range(_NF)]
     done = _score_pending(wholes, lists, pend, fl, acc)
     _add_whole_matches(tx, wholes, acc, fl)
@@ -126,7 +135,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
         docs = acc.docs()
         candidates = docs
         rest: list[QueryList] = []
-        dropped: dict[int, int] = {}
+        dropped: list[tuple[np.ndarray, int]] = []
     else:
         trace.path = "top-k"
         candidates, rest, dropped = _top_k(lists, acc, admit, pool, done, trace, prune)
@@ -227,12 +236,13 @@ def _read(lst: QueryList, acc: Sums, trace: Trace, only: np.ndarray | None = Non
 
 
 def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: set[int],
-           trace: Trace, prune: bool) -> tuple[np.ndarray, list[QueryList], dict[int, int]]:
+           trace: Trace, prune: bool) -> tuple[np.ndarray, list[QueryList], list[tuple[np.ndarray, int]]]:
     """Read lists whole while an unseen document could still make the top k;
     then complete, list by list from the lists left, the candidates that
     still could — dropping, after each list, those that no longer can.
     Returns the candidates completed (sorted), the lists not read whole, and
-    for each candidate dropped how many of those lists its sums hold."""
+    the candidates dropped, each group with how many of those lists its sums
+    hold."""
     order = sorted(lists, key=lambda lst: -lst.weight)
     theta = acc.kth(k, admit)
     while order and (not prune or _bound(order) >= theta - EPS):
@@ -240,18 +250,19 @@ def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: set[in
         theta = acc.kth(k, admit)
     docs = acc.docs()
     if not order:
-        return np.sort(docs), [], {}
+        return np.sort(docs), [], []
     need = docs[_could(acc, docs, order, theta)]
     need = np.sort(need[admit.cheap(need)])
     pending_done = np.array(sorted(done), np.int64)
     probe = need[~np.isin(need, pending_done)] if done else need
-    dropped: dict[int, int] = {}
+    dropped: list[tuple[np.ndarray, int]] = []
     for i, lst in enumerate(order):
         _read(lst, acc, trace, probe)
         if prune and i + 1 < len(order) and len(need) > k:
             theta = max(theta, acc.kth(k, admit, need))
             keep = _could(acc, probe, order[i + 1:], theta)
-            dropped.update(dict.fromkeys(probe[~keep].tolist(), i + 1))
+            if not keep.all():
+                dropped.append((probe[~keep], i + 1))
             probe = probe[keep]
             need = np.union1d(probe, need[np.isin(need, pending_done)]) if done else probe
     return need, order, dropped
@@ -274,7 +285,7 @@ class _Completion:
     acc: Sums
     rest: list[QueryList]
     complete: set[int]
-    dropped: dict[int, int]
+    dropped: list[tuple[np.ndarray, int]]
     trace: Trace
 
     def own(self, docnos: list[int]) -> None:
@@ -282,7 +293,9 @@ class _Completion:
         if not todo:
             return
         wanted = np.array(todo, np.int64)
-        starts = np.array([self.dropped.get(d, 0) for d in todo])
+        starts = np.zeros(len(todo), np.int64)
+        for group, start in self.dropped:
+            starts[np.isin(wanted, group)] = start
         for j, lst in enumerate(self.rest):          # each list once, for every document it is missing from
             _read(lst, self.acc, self.trace, wanted[starts <= j])
         self.complete.update(todo)
