@@ -1,4 +1,4 @@
-"""Stopping the server on a signal, and a stdin that lets it stop at once.
+"""Stopping the server on a signal, and the protocol's stdin and stdout served from the event loop.
 
 The SDK's stdio transport reads stdin in a worker thread that cannot be
 cancelled: on a terminal, SIGINT cancelled the server but the process then
@@ -6,6 +6,13 @@ waited for the next line (Ctrl-D).  :class:`StdinLines` waits for input in
 the event loop instead (``wait_readable`` on a pipe, socket or terminal), so
 cancelling it is immediate; a regular file or ``/dev/null`` never blocks and
 is read in a thread.
+
+The SDK also writes each response with two calls into a worker thread (write,
+then flush): ~0.1 ms of CPU and two thread wake-ups per answer.
+:class:`StdoutLines` writes from the event loop: on a pipe or socket the
+descriptor is non-blocking and a full pipe is waited for (``wait_writable``),
+so a client that is slow to read never blocks the loop; anything else (a
+terminal, a file) is written in a thread as the SDK does.
 
 :func:`until_signal` runs the server until SIGINT or SIGTERM, then cancels
 it: the lifespan's ``finally`` closes the store after the write in progress
@@ -67,20 +74,65 @@ class StdinLines:
         self._buf += data
 
 
+class StdoutLines:
+    """Writes the protocol's lines to file descriptor ``fd`` (UTF-8, as the SDK
+    writes them), for ``stdio_server(stdout=…)``; :meth:`close` puts the
+    descriptor back in blocking mode."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        mode = os.fstat(fd).st_mode
+        self._pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        if self._pollable:
+            os.set_blocking(fd, False)
+
+    async def write(self, text: str) -> None:
+        data = text.encode("utf-8")
+        if not self._pollable:
+            await anyio.to_thread.run_sync(_write_all, self.fd, data)
+            return
+        view, done = memoryview(data), 0
+        while done < len(data):
+            try:
+                done += os.write(self.fd, view[done:])
+            except BlockingIOError:
+                await anyio.wait_writable(self.fd)
+
+    async def flush(self) -> None:
+        """Nothing is buffered."""
+
+    def close(self) -> None:
+        if self._pollable:
+            os.set_blocking(self.fd, True)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view, done = memoryview(data), 0
+    while done < len(data):
+        done += os.write(fd, view[done:])
+
+
 @contextlib.contextmanager
-def claimed_stdin() -> Iterator[int]:
-    """A private descriptor of stdin; fd 0 reads ``/dev/null`` meanwhile (as the
-    SDK does), so nothing else in the process can read the protocol's lines."""
-    private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    null = os.open(os.devnull, os.O_RDONLY)
+def claimed_stdio() -> Iterator[tuple[int, int]]:
+    """Private descriptors of stdin and stdout; meanwhile fd 0 reads ``/dev/null``
+    and fd 1 writes to stderr (as the SDK does), so nothing else in the process
+    can read the protocol's lines or write into them."""
+    with _claimed(0, lambda: os.open(os.devnull, os.O_RDONLY)) as stdin, _claimed(1, lambda: os.dup(2)) as stdout:
+        yield stdin, stdout
+
+
+@contextlib.contextmanager
+def _claimed(fd: int, open_diversion: Callable[[], int]) -> Iterator[int]:
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    diversion = open_diversion()
     try:
-        os.dup2(null, 0)
+        os.dup2(diversion, fd)
     finally:
-        os.close(null)
+        os.close(diversion)
     try:
         yield private
     finally:
-        os.dup2(private, 0)
+        os.dup2(private, fd)
         os.close(private)
 
 

@@ -31,7 +31,7 @@ from mcp.server.lowlevel import Server
 from eventstore.errors import ConvMemError, InternalError
 
 from . import render
-from ._stdio import StdinLines, claimed_stdin, until_signal
+from ._stdio import StdinLines, StdoutLines, claimed_stdio, until_signal
 from .service import MemoryService
 from .tools import BY_NAME, TOOLS
 
@@ -241,8 +241,13 @@ async def serve_stdio(store_path: str, **service_options) -> str | None:
     server = build_server(store_path, settle=True, **service_options)
 
     async def run() -> None:
-        with claimed_stdin() as fd:
-            async with stdio_server(stdin=StdinLines(fd)) as (read_stream, write_stream):  # type: ignore[arg-type]
-                await server.run(_AnsweringUnreadable(read_stream, write_stream), write_stream,
-                                 server.create_initialization_options())
+        with claimed_stdio() as (stdin, stdout):
+            lines_out = StdoutLines(stdout)
+            try:
+                async with stdio_server(stdin=StdinLines(stdin),  # type: ignore[arg-type]
+                                        stdout=lines_out) as (read_stream, write_stream):  # type: ignore[arg-type]
+                    await server.run(_AnsweringUnreadable(read_stream, write_stream), write_stream,
+                                     server.create_initialization_options())
+            finally:
+                lines_out.close()
     return await until_signal(run)
