@@ -31,7 +31,7 @@ from mcp.server.lowlevel import Server
 from eventstore.errors import ConvMemError, InternalError
 
 from . import render
-from ._stdio import StdinLines, StdoutLines, claimed_stdio, until_signal
+from ._stdio import MessageReader, MessageWriter, StdinLines, StdoutLines, claimed_stdio, until_signal
 from .service import MemoryService
 from .tools import BY_NAME, TOOLS
 
@@ -170,58 +170,17 @@ def tracing() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-class _AnsweringUnreadable:
-    """The read side of a transport, answering lines it could not parse.
-
-    The SDK's stdio transport turns a line that is not valid JSON-RPC (bad
-    JSON, or a lone surrogate such as ``"\\ud800"`` that its strict parser
-    refuses) into an exception item, which the dispatcher only logs: the
-    client would wait for an answer forever.  This wrapper answers such a
-    request with a JSON-RPC error carrying its id (``null`` when no id can be
-    read) and passes every other item through unchanged.
-    """
-
-    def __init__(self, inner, write_stream) -> None:
-        self._inner = inner
-        self._write = write_stream
-
-    @property
-    def last_context(self):
-        return getattr(self._inner, "last_context", None)
-
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self):
-        while True:
-            item = await self._inner.__anext__()
-            if not isinstance(item, Exception):
-                return item
-            await self._answer(item)
-
-    async def receive(self):
-        while True:
-            item = await self._inner.receive()
-            if not isinstance(item, Exception):
-                return item
-            await self._answer(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self):
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc):
-        return await self._inner.__aexit__(*exc)
-
-    async def _answer(self, exc: Exception) -> None:
-        from mcp.shared.message import SessionMessage
-        reply = _unreadable_reply(exc)
-        if reply is not None:
-            log.warning("answered an unreadable request with JSON-RPC error %s", reply.error.code)
-            await self._write.send(SessionMessage(reply))
+async def _answer_unreadable(writer: MessageWriter, exc: Exception) -> None:
+    """The SDK's stdio transport turns a line that is not valid JSON-RPC (bad JSON,
+    or a lone surrogate such as ``"\\ud800"`` that its strict parser refuses) into
+    an exception its dispatcher only logs: the client would wait for an answer
+    forever.  Such a request is answered with a JSON-RPC error carrying its id
+    (``null`` when no id can be read)."""
+    from mcp.shared.message import SessionMessage
+    reply = _unreadable_reply(exc)
+    if reply is not None:
+        log.warning("answered an unreadable request with JSON-RPC error %s", reply.error.code)
+        await writer.send(SessionMessage(reply))
 
 
 def _unreadable_reply(exc: Exception) -> types.JSONRPCError | None:
@@ -253,17 +212,15 @@ def _error(rid: str | int | None, code: int, message: str) -> types.JSONRPCError
 
 async def serve_stdio(store_path: str, **service_options) -> str | None:
     """Serve until stdin ends or SIGINT/SIGTERM arrives; the signal's name, if one stopped it."""
-    from mcp.server.stdio import stdio_server
     server = build_server(store_path, settle=True, **service_options)
 
     async def run() -> None:
         with claimed_stdio() as (stdin, stdout):
-            lines_out = StdoutLines(stdout)
+            out = StdoutLines(stdout)
             try:
-                async with stdio_server(stdin=StdinLines(stdin),  # type: ignore[arg-type]
-                                        stdout=lines_out) as (read_stream, write_stream):  # type: ignore[arg-type]
-                    await server.run(_AnsweringUnreadable(read_stream, write_stream), write_stream,
-                                     server.create_initialization_options())
+                writer = MessageWriter(out)
+                reader = MessageReader(StdinLines(stdin), functools.partial(_answer_unreadable, writer))
+                await server.run(reader, writer, server.create_initialization_options())
             finally:
-                lines_out.close()
+                out.close()
     return await until_signal(run)
