@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp.types as types
@@ -36,7 +36,9 @@ from .service import MemoryService
 from .tools import BY_NAME, TOOLS
 
 log = logging.getLogger("convmem")
+T = TypeVar("T")
 VERSION = "0.1.0"
+CALL_THREADS = 40                   # tool calls running at once (anyio's default thread limit)
 INSTRUCTIONS = ("Tiny ConvMem stores conversation messages and distilled memories durably. "
                 "Use write_message to remember, search_messages to recall, read_messages to page "
                 "through a session or read context, update_message and delete_message to correct.")
@@ -46,7 +48,8 @@ INSTRUCTIONS = ("Tiny ConvMem stores conversation messages and distilled memorie
 class AppState:
     service: MemoryService | None
     open_error: ConvMemError | None
-    writer: ThreadPoolExecutor
+    writer: ThreadPoolExecutor          # opens and closes the store
+    calls: ThreadPoolExecutor           # runs the tool calls
 
 
 def _tool(spec) -> types.Tool:
@@ -88,14 +91,24 @@ def settle_heap() -> None:
               (time.perf_counter() - start) * 1000)
 
 
-async def on_writer(writer: ThreadPoolExecutor, fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` on the writer thread and wait for it without holding a worker thread."""
-    future = writer.submit(fn)
+async def in_thread(pool: ThreadPoolExecutor, fn: Callable[[], T]) -> T:
+    """``fn()`` on a thread of ``pool``, awaited through one asyncio future: about
+    0.1M instructions less per call than ``anyio.to_thread.run_sync`` (its
+    capacity limiter, cancel scopes and per-call bookkeeping).  As with that call,
+    a caller cancelled while ``fn`` runs waits until it has returned (a write in
+    progress ends before the store can close), then is cancelled."""
+    future = pool.submit(fn)
     try:
         asyncio.get_running_loop()
     except RuntimeError:                    # another anyio backend: wait in a worker thread
         return await anyio.to_thread.run_sync(future.result)
-    return await asyncio.wrap_future(future)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        if not future.cancelled():          # it had begun: let it end first
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait([asyncio.wrap_future(future)])
+        raise
 
 
 async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResult:
@@ -110,7 +123,7 @@ async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResu
     try:
         # writes too run on worker threads: a lone one commits there, and the service's
         # group committer gathers concurrent ones into one commit on its writer thread
-        body = await anyio.to_thread.run_sync(work)
+        body = await in_thread(state.calls, work)
     except InternalError as exc:         # a bug the store caught: its cause's traceback to stderr
         log.error("internal error in %s", name, exc_info=exc)
         return error_result(exc.code, exc.message)
@@ -130,16 +143,18 @@ def build_server(store_path: str, *, settle: bool = False, **service_options) ->
         if settle:
             settle_heap()
         writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="convmem-writer")
+        calls = ThreadPoolExecutor(max_workers=CALL_THREADS, thread_name_prefix="convmem-call")
         service, open_error = None, None
         try:
-            service = await on_writer(writer, functools.partial(MemoryService, store_path, **service_options))
+            service = await in_thread(writer, functools.partial(MemoryService, store_path, **service_options))
             log.info("store open at %s", store_path)
         except ConvMemError as exc:
             open_error = exc
             log.error("cannot open the store at %s: %s", store_path, exc.message)
         try:
-            yield AppState(service, open_error, writer)
+            yield AppState(service, open_error, writer, calls)
         finally:
+            calls.shutdown(wait=True)
             if service is not None:
                 writer.submit(service.close).result()
             writer.shutdown(wait=True)
