@@ -94,16 +94,22 @@ class StdoutLines:
             os.set_blocking(fd, False)
 
     async def write(self, text: str) -> None:
+        """Write ``text`` whole; ``anyio.BrokenResourceError`` once the reader is gone
+        (what the SDK's dispatcher expects of a stream nobody receives from: it drops
+        the answer and goes on until stdin ends)."""
         data = text.encode("utf-8")
-        if not self._pollable:
-            await anyio.to_thread.run_sync(_write_all, self.fd, data)
-            return
-        view, done = memoryview(data), 0
-        while done < len(data):
-            try:
-                done += os.write(self.fd, view[done:])
-            except BlockingIOError:
-                await anyio.wait_writable(self.fd)
+        try:
+            if not self._pollable:
+                await anyio.to_thread.run_sync(_write_all, self.fd, data)
+                return
+            view, done = memoryview(data), 0
+            while done < len(data):
+                try:
+                    done += os.write(self.fd, view[done:])
+                except BlockingIOError:
+                    await anyio.wait_writable(self.fd)
+        except BrokenPipeError as exc:
+            raise anyio.BrokenResourceError from exc
 
     def close(self) -> None:
         if self._pollable:

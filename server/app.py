@@ -195,7 +195,8 @@ async def _answer_unreadable(writer: MessageWriter, exc: Exception) -> None:
     reply = _unreadable_reply(exc)
     if reply is not None:
         log.warning("answered an unreadable request with JSON-RPC error %s", reply.error.code)
-        await writer.send(SessionMessage(reply))
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):   # nobody reads
+            await writer.send(SessionMessage(reply))
 
 
 def _unreadable_reply(exc: Exception) -> types.JSONRPCError | None:

@@ -9,6 +9,7 @@ handshake.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import threading
@@ -18,6 +19,7 @@ import mcp.types as types
 import pytest
 from helpers import Mcp, parse
 
+from server.service import MemoryService
 from tools import _proc
 from tools.mcp_client import connect, serve_command, server_parameters
 
@@ -184,6 +186,35 @@ def test_a_client_that_writes_megabytes_before_reading_gets_every_answer_whole(s
     for a in answers[1:]:
         body = json.loads(a["result"]["content"][0]["text"])
         assert body["message"]["content"] == f"{a['id'] - 100} {big}"
+
+
+def test_a_client_that_closed_its_end_of_stdout_leaves_a_server_that_ends_cleanly_with_stdin(store_path, tmp_path):
+    """Answers nobody can read are dropped (the writes still commit); the server ends
+    at the end of stdin, exit status 0, no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with open(tmp_path / "stderr.log", "wb") as err:
+        proc = _proc.start(serve_command(store_path, log_level=None), stdin=subprocess.PIPE, stdout=write_end,
+                           stderr=err)
+    os.close(write_end)
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                 "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    lines += [{"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+               "params": {"name": "write_message", "arguments": write_args(f"unread {i}")}} for i in range(3)]
+    try:
+        proc.stdin.write(("\n".join(json.dumps(r) for r in lines) + "\nnot json\n").encode())
+        proc.stdin.close()
+        assert proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        _proc.kill(proc, timeout=TIMEOUT)
+    assert "Traceback" not in (tmp_path / "stderr.log").read_text()
+    service = MemoryService(store_path)
+    try:
+        stored = sorted(m["content"] for m in service.history("s", 10, None)["history"])   # concurrent calls
+        assert stored == [f"unread {i}" for i in range(3)]
+    finally:
+        service.close()
 
 
 @pytest.mark.anyio
