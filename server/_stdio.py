@@ -1,7 +1,8 @@
 """The stdio transport, and stopping the server on a signal.
 
 The messages are the SDK's stdio transport's, byte for byte: one JSON-RPC
-message per line, parsed and serialized by the same ``mcp.types`` calls.  What
+message per line, parsed and serialized by the same SDK calls (which
+:mod:`server.app` passes in: nothing here imports ``mcp``).  What
 differs is where the work happens, because on this path it was most of a
 write's CPU:
 
@@ -34,13 +35,13 @@ import os
 import signal
 import stat
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Generic, TypeVar
 
 import anyio
-from mcp.shared.message import SessionMessage
-from mcp.types import jsonrpc_message_adapter
 
 log = logging.getLogger("convmem")
 _READ = 1 << 16
+M = TypeVar("M")                    # a message of the protocol (the MCP layer's SessionMessage)
 
 
 class StdinLines:
@@ -116,18 +117,20 @@ class StdoutLines:
             os.set_blocking(self.fd, True)
 
 
-class MessageReader:
-    """The receiving stream of ``Server.run``: each line of ``lines`` parsed into a
-    JSON-RPC message as the SDK's stdio transport parses it, in the task that
-    receives it (no reading task and no stream in between).  A line that does not
-    parse goes to ``unreadable`` (which may answer it) and is skipped."""
+class MessageReader(Generic[M]):
+    """The receiving stream of ``Server.run``: each line of ``lines`` made a message
+    by ``parse`` (the SDK's stdio transport's parse, given by the MCP layer), in
+    the task that receives it (no reading task and no stream in between).  A line
+    ``parse`` refuses goes to ``unreadable`` (which may answer it) and is skipped."""
 
-    def __init__(self, lines: StdinLines, unreadable: Callable[[Exception], Awaitable[None]]) -> None:
+    def __init__(self, lines: StdinLines, parse: Callable[[str], M],
+                 unreadable: Callable[[Exception], Awaitable[None]]) -> None:
         self._lines = lines
+        self._parse = parse
         self._unreadable = unreadable
         self._closed = False
 
-    async def receive(self) -> SessionMessage:
+    async def receive(self) -> M:
         while True:
             if self._closed:
                 raise anyio.ClosedResourceError
@@ -136,14 +139,14 @@ class MessageReader:
             except StopAsyncIteration:
                 raise anyio.EndOfStream from None
             try:
-                return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+                return self._parse(line)
             except Exception as exc:
                 await self._unreadable(exc)
 
-    def __aiter__(self) -> MessageReader:
+    def __aiter__(self) -> MessageReader[M]:
         return self
 
-    async def __anext__(self) -> SessionMessage:
+    async def __anext__(self) -> M:
         try:
             return await self.receive()
         except anyio.EndOfStream:
@@ -152,35 +155,36 @@ class MessageReader:
     async def aclose(self) -> None:
         self._closed = True
 
-    async def __aenter__(self) -> MessageReader:
+    async def __aenter__(self) -> MessageReader[M]:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
 
-class MessageWriter:
-    """The sending stream of ``Server.run``: each message serialized as the SDK's
-    stdio transport serializes it and written at once by the task that sends it
-    (no writing task and no stream in between); one message at a time, so the
-    lines of concurrent senders never interleave."""
+class MessageWriter(Generic[M]):
+    """The sending stream of ``Server.run``: each message made a line by ``serialize``
+    (the SDK's stdio transport's serialization, given by the MCP layer) and written
+    at once by the task that sends it (no writing task and no stream in between);
+    one message at a time, so the lines of concurrent senders never interleave."""
 
-    def __init__(self, out: StdoutLines) -> None:
+    def __init__(self, out: StdoutLines, serialize: Callable[[M], str]) -> None:
         self._out = out
+        self._serialize = serialize
         self._lock = anyio.Lock(fast_acquire=True)
         self._closed = False
 
-    async def send(self, item: SessionMessage, /) -> None:
+    async def send(self, item: M, /) -> None:
         if self._closed:
             raise anyio.ClosedResourceError
-        line = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        line = self._serialize(item) + "\n"
         async with self._lock:
             await self._out.write(line)
 
     async def aclose(self) -> None:
         self._closed = True
 
-    async def __aenter__(self) -> MessageWriter:
+    async def __aenter__(self) -> MessageWriter[M]:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import anyio
 import mcp.types as types
 from mcp.server.lowlevel import Server
+from mcp.shared.message import SessionMessage
 
 from eventstore.errors import ConvMemError, InternalError
 
@@ -185,13 +186,22 @@ def tracing() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-async def _answer_unreadable(writer: MessageWriter, exc: Exception) -> None:
+def _parse_line(line: str) -> SessionMessage:
+    """A line of stdin as the SDK's stdio transport parses it."""
+    return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+
+
+def _line_of(item: SessionMessage) -> str:
+    """A message as the SDK's stdio transport writes it (without the newline)."""
+    return item.message.model_dump_json(by_alias=True, exclude_unset=True)
+
+
+async def _answer_unreadable(writer: MessageWriter[SessionMessage], exc: Exception) -> None:
     """The SDK's stdio transport turns a line that is not valid JSON-RPC (bad JSON,
     or a lone surrogate such as ``"\\ud800"`` that its strict parser refuses) into
     an exception its dispatcher only logs: the client would wait for an answer
     forever.  Such a request is answered with a JSON-RPC error carrying its id
     (``null`` when no id can be read)."""
-    from mcp.shared.message import SessionMessage
     reply = _unreadable_reply(exc)
     if reply is not None:
         log.warning("answered an unreadable request with JSON-RPC error %s", reply.error.code)
@@ -234,8 +244,8 @@ async def serve_stdio(store_path: str, **service_options) -> str | None:
         with claimed_stdio() as (stdin, stdout):
             out = StdoutLines(stdout)
             try:
-                writer = MessageWriter(out)
-                reader = MessageReader(StdinLines(stdin), functools.partial(_answer_unreadable, writer))
+                writer = MessageWriter(out, _line_of)
+                reader = MessageReader(StdinLines(stdin), _parse_line, functools.partial(_answer_unreadable, writer))
                 await server.run(reader, writer, server.create_initialization_options())
             finally:
                 out.close()
