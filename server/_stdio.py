@@ -1,11 +1,25 @@
-"""Stopping the server on a signal, and a stdin that lets it stop at once.
+"""The stdio transport, and stopping the server on a signal.
 
-The SDK's stdio transport reads stdin in a worker thread that cannot be
-cancelled: on a terminal, SIGINT cancelled the server but the process then
-waited for the next line (Ctrl-D).  :class:`StdinLines` waits for input in
-the event loop instead (``wait_readable`` on a pipe, socket or terminal), so
-cancelling it is immediate; a regular file or ``/dev/null`` never blocks and
-is read in a thread.
+The messages are the SDK's stdio transport's, byte for byte: one JSON-RPC
+message per line, parsed and serialized by the same SDK calls (which
+:mod:`server.app` passes in: nothing here imports ``mcp``).  What
+differs is where the work happens, because on this path it was most of a
+write's CPU:
+
+* the SDK reads stdin in a worker thread that cannot be cancelled (on a
+  terminal, SIGINT cancelled the server but the process then waited for the next
+  line).  :class:`StdinLines` waits for input in the event loop
+  (``wait_readable`` on a pipe, socket or terminal), so cancelling it is
+  immediate; a regular file or ``/dev/null`` never blocks and is read in a thread;
+* the SDK writes each response with two calls into a worker thread (write, then
+  flush).  :class:`StdoutLines` writes from the event loop: on a pipe or socket
+  the descriptor is non-blocking and a full pipe is waited for
+  (``wait_writable``), so a client slow to read never blocks the loop; anything
+  else (a terminal, a file) is written in a thread as the SDK does;
+* the SDK puts a task and a memory stream on each side (a reader task parsing
+  lines into a stream, a writer task draining one).  :class:`MessageReader` and
+  :class:`MessageWriter` are the streams ``Server.run`` takes, doing that work
+  in the task that receives or sends: two task switches fewer per request.
 
 :func:`until_signal` runs the server until SIGINT or SIGTERM, then cancels
 it: the lifespan's ``finally`` closes the store after the write in progress
@@ -21,16 +35,18 @@ import os
 import signal
 import stat
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Generic, TypeVar
 
 import anyio
 
 log = logging.getLogger("convmem")
 _READ = 1 << 16
+M = TypeVar("M")                    # a message of the protocol (the MCP layer's SessionMessage)
 
 
 class StdinLines:
     """The lines of file descriptor ``fd`` (UTF-8, undecodable bytes replaced, as
-    the SDK reads them), for ``stdio_server(stdin=…)``."""
+    the SDK reads them)."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -67,20 +83,141 @@ class StdinLines:
         self._buf += data
 
 
+class StdoutLines:
+    """Writes the protocol's lines to file descriptor ``fd`` (UTF-8, as the SDK
+    writes them); :meth:`close` puts the descriptor back in blocking mode."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        mode = os.fstat(fd).st_mode
+        self._pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        if self._pollable:
+            os.set_blocking(fd, False)
+
+    async def write(self, text: str) -> None:
+        """Write ``text`` whole; ``anyio.BrokenResourceError`` once the reader is gone
+        (what the SDK's dispatcher expects of a stream nobody receives from: it drops
+        the answer and goes on until stdin ends)."""
+        data = text.encode("utf-8")
+        try:
+            if not self._pollable:
+                await anyio.to_thread.run_sync(_write_all, self.fd, data)
+                return
+            view, done = memoryview(data), 0
+            while done < len(data):
+                try:
+                    done += os.write(self.fd, view[done:])
+                except BlockingIOError:
+                    await anyio.wait_writable(self.fd)
+        except BrokenPipeError as exc:
+            raise anyio.BrokenResourceError from exc
+
+    def close(self) -> None:
+        if self._pollable:
+            os.set_blocking(self.fd, True)
+
+
+class MessageReader(Generic[M]):
+    """The receiving stream of ``Server.run``: each line of ``lines`` made a message
+    by ``parse`` (the SDK's stdio transport's parse, given by the MCP layer), in
+    the task that receives it (no reading task and no stream in between).  A line
+    ``parse`` refuses goes to ``unreadable`` (which may answer it) and is skipped."""
+
+    def __init__(self, lines: StdinLines, parse: Callable[[str], M],
+                 unreadable: Callable[[Exception], Awaitable[None]]) -> None:
+        self._lines = lines
+        self._parse = parse
+        self._unreadable = unreadable
+        self._closed = False
+
+    async def receive(self) -> M:
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            try:
+                line = await self._lines.__anext__()
+            except StopAsyncIteration:
+                raise anyio.EndOfStream from None
+            try:
+                return self._parse(line)
+            except Exception as exc:
+                await self._unreadable(exc)
+
+    def __aiter__(self) -> MessageReader[M]:
+        return self
+
+    async def __anext__(self) -> M:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> MessageReader[M]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class MessageWriter(Generic[M]):
+    """The sending stream of ``Server.run``: each message made a line by ``serialize``
+    (the SDK's stdio transport's serialization, given by the MCP layer) and written
+    at once by the task that sends it (no writing task and no stream in between);
+    one message at a time, so the lines of concurrent senders never interleave."""
+
+    def __init__(self, out: StdoutLines, serialize: Callable[[M], str]) -> None:
+        self._out = out
+        self._serialize = serialize
+        self._lock = anyio.Lock(fast_acquire=True)
+        self._closed = False
+
+    async def send(self, item: M, /) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        line = self._serialize(item) + "\n"
+        async with self._lock:
+            await self._out.write(line)
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> MessageWriter[M]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view, done = memoryview(data), 0
+    while done < len(data):
+        done += os.write(fd, view[done:])
+
+
 @contextlib.contextmanager
-def claimed_stdin() -> Iterator[int]:
-    """A private descriptor of stdin; fd 0 reads ``/dev/null`` meanwhile (as the
-    SDK does), so nothing else in the process can read the protocol's lines."""
-    private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    null = os.open(os.devnull, os.O_RDONLY)
+def claimed_stdio() -> Iterator[tuple[int, int]]:
+    """Private descriptors of stdin and stdout; meanwhile fd 0 reads ``/dev/null``
+    and fd 1 writes to stderr (as the SDK does), so nothing else in the process
+    can read the protocol's lines or write into them."""
+    with _claimed(0, lambda: os.open(os.devnull, os.O_RDONLY)) as stdin, _claimed(1, lambda: os.dup(2)) as stdout:
+        yield stdin, stdout
+
+
+@contextlib.contextmanager
+def _claimed(fd: int, open_diversion: Callable[[], int]) -> Iterator[int]:
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    diversion = open_diversion()
     try:
-        os.dup2(null, 0)
+        os.dup2(diversion, fd)
     finally:
-        os.close(null)
+        os.close(diversion)
     try:
         yield private
     finally:
-        os.dup2(private, 0)
+        os.dup2(private, fd)
         os.close(private)
 
 

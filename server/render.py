@@ -13,8 +13,11 @@ K = TypeVar("K")
 BUDGET = 8 * 1024 * 1024 - 64 * 1024   # room for the envelope around the items
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))   # json.dumps with options builds one a call
+
+
 def dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def size(value: object) -> int:

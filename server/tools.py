@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS, Metadata
+from eventstore.codec import DEFAULT_METADATA
+from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS
 from projections.search import Filters
 
 from . import validation as v
@@ -53,7 +54,9 @@ def _expected_revision(description: str, **more) -> Param:
 
 # ------------------------------------------------------------------ handlers
 def _write(svc: MemoryService, a: Args) -> dict:
-    meta = v.apply_patch(Metadata(), a["metadata_json"])
+    patch = a["metadata_json"]
+    # default metadata is the codec's one object: the projections know its size by identity
+    meta = v.apply_patch(DEFAULT_METADATA, patch) if patch else DEFAULT_METADATA
     return svc.write_message(a["session_id"], a["role"], a["content"], meta)
 
 

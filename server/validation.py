@@ -80,13 +80,18 @@ def cursor(value: Any, field: str) -> str:
     return value
 
 
+def _refuse(_token: str) -> None:
+    raise ValueError("non-finite number")
+
+
+# one decoder for every call: json.loads with an option builds a new one each time
+_DECODER = json.JSONDecoder(parse_constant=_refuse)
+
+
 def parse_json(value: Any, field: str) -> Any:
     text(value, field, max_bytes=MAX_CONTENT * 8)
-
-    def refuse(_token: str) -> None:
-        raise ValueError("non-finite number")
     try:
-        return json.loads(value, parse_constant=refuse)
+        return _DECODER.decode(value)
     except (ValueError, RecursionError):
         raise ValidationError(f"{field}: must be a valid JSON string") from None
 

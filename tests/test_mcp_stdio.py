@@ -1,21 +1,25 @@
 """A few end-to-end runs of ``convmem serve`` as a real process over stdio.
 
-Kept few on purpose (each starts a Python process): stdout purity, SIGKILL
-after an acknowledged write, two processes on one store, and the legacy
-initialize handshake.
+Kept few on purpose (each starts a Python process): stdout purity, the exact
+bytes of a line, a client that writes a lot before reading, SIGKILL after an
+acknowledged write, two processes on one store, and the legacy initialize
+handshake.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import threading
 from pathlib import Path
 
+import mcp.types as types
 import pytest
 from helpers import Mcp, parse
 
+from server.service import MemoryService
 from tools import _proc
 from tools.mcp_client import connect, serve_command, server_parameters
 
@@ -25,7 +29,8 @@ TIMEOUT = 60
 class RawServer:
     """``convmem serve`` driven with hand-written JSON-RPC lines."""
 
-    def __init__(self, store: str, stderr_path: Path) -> None:
+    def __init__(self, store: str, stderr_path: Path, *, reading: bool = True) -> None:
+        """``reading=False``: nothing reads the server's stdout until :meth:`start_reading`."""
         self.stderr = open(stderr_path, "wb")
         self.proc = _proc.start(serve_command(store, log_level=None), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=self.stderr)
@@ -33,6 +38,10 @@ class RawServer:
         self.seen: list[bytes] = []
         self.next_id = 0
         self.pump = threading.Thread(target=self._pump, daemon=True)
+        if reading:
+            self.start_reading()
+
+    def start_reading(self) -> None:
         self.pump.start()
 
     def _pump(self) -> None:
@@ -125,6 +134,87 @@ def test_stdout_carries_nothing_but_json_rpc(store_path, tmp_path):
     for line in lines:
         assert json.loads(line)["jsonrpc"] == "2.0"
     assert b"store open" in (tmp_path / "stderr.log").read_bytes()
+
+
+def sdk_line(rid: int, body: dict, is_error: bool) -> bytes:
+    """The line the SDK's own stdio transport writes for a tool result (its serialization)."""
+    result = {"content": [{"text": json.dumps(body, ensure_ascii=False, separators=(",", ":")), "type": "text"}],
+              "isError": is_error}
+    return types.JSONRPCResponse(jsonrpc="2.0", id=rid, result=result).model_dump_json(
+        by_alias=True, exclude_unset=True).encode("utf-8") + b"\n"
+
+
+def test_each_answer_is_the_line_the_sdks_transport_writes_byte_for_byte(store_path, tmp_path):
+    server = RawServer(store_path, tmp_path / "stderr.log")
+    text = 'quote " backslash \\ newline \n tab \t bell \x07 del \x7f é 日本語 😀 \u2028'
+    try:
+        server.initialize()
+        is_error, body = server.call("write_message", write_args(text))
+        assert not is_error and body["message"]["content"] == text
+        assert server.seen[-1] == sdk_line(server.next_id, body, False)
+        is_error, body = server.call("write_message", {**write_args(text), "role": "robot"})
+        assert is_error and server.seen[-1] == sdk_line(server.next_id, body, True)
+    finally:
+        server.finish()
+
+
+def test_a_client_that_writes_megabytes_before_reading_gets_every_answer_whole(store_path, tmp_path):
+    """Nothing reads the answers (~1 MB each) while the client writes its requests:
+    the server's stdout fills, and the server must keep reading stdin meanwhile,
+    or both sides would wait for each other forever."""
+    server = RawServer(store_path, tmp_path / "stderr.log", reading=False)
+    big = "é" * 500_000
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                 "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    lines += [{"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+               "params": {"name": "write_message", "arguments": write_args(f"{i} {big}")}} for i in range(6)]
+    try:
+        writer = threading.Thread(target=server.send_raw, args=("\n".join(json.dumps(r) for r in lines),),
+                                  daemon=True)
+        writer.start()
+        writer.join(timeout=TIMEOUT)
+        assert not writer.is_alive(), "the server stopped reading while its answers waited"
+        server.start_reading()
+        answers = [server.next_message() for _ in range(7)]
+    finally:
+        if server.pump.ident is None:
+            server.start_reading()
+        server.finish()
+    assert answers[0]["id"] == 1 and answers[0]["result"]["serverInfo"]["name"] == "tiny-convmem"
+    assert sorted(a["id"] for a in answers[1:]) == [100 + i for i in range(6)]
+    for a in answers[1:]:
+        body = json.loads(a["result"]["content"][0]["text"])
+        assert body["message"]["content"] == f"{a['id'] - 100} {big}"
+
+
+def test_a_client_that_closed_its_end_of_stdout_leaves_a_server_that_ends_cleanly_with_stdin(store_path, tmp_path):
+    """Answers nobody can read are dropped (the writes still commit); the server ends
+    at the end of stdin, exit status 0, no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with open(tmp_path / "stderr.log", "wb") as err:
+        proc = _proc.start(serve_command(store_path, log_level=None), stdin=subprocess.PIPE, stdout=write_end,
+                           stderr=err)
+    os.close(write_end)
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                 "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    lines += [{"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+               "params": {"name": "write_message", "arguments": write_args(f"unread {i}")}} for i in range(3)]
+    try:
+        proc.stdin.write(("\n".join(json.dumps(r) for r in lines) + "\nnot json\n").encode())
+        proc.stdin.close()
+        assert proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        _proc.kill(proc, timeout=TIMEOUT)
+    assert "Traceback" not in (tmp_path / "stderr.log").read_text()
+    service = MemoryService(store_path)
+    try:
+        stored = sorted(m["content"] for m in service.history("s", 10, None)["history"])   # concurrent calls
+        assert stored == [f"unread {i}" for i in range(3)]
+    finally:
+        service.close()
 
 
 @pytest.mark.anyio

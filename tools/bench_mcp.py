@@ -3,6 +3,7 @@
     python -m tools.bench_mcp                       the three measurements below
     python -m tools.bench_mcp --messages 2000 --starts 3 --json OUT
     python -m tools.bench_mcp --http               the same over streamable HTTP
+    python -m tools.bench_mcp --only-writes         the sequential writes alone (quick before/after runs)
 
 Everything goes through a real ``convmem serve`` subprocess and the official
 SDK client (``mcp.Client`` + ``StdioServerParameters``), so each figure
@@ -155,7 +156,7 @@ async def _over_stdio(store: str):
 
 
 async def run(store: str, data: str, messages: int, writes: int, concurrency: int, starts: int,
-              http: bool = False) -> dict:
+              http: bool = False, only_writes: bool = False) -> dict:
     argument_sets = turns(os.path.join(data, "locomo-dev.json"), messages)
     results: dict[str, dict] = {}
     async with (_over_http if http else _over_stdio)(store) as (client, server_cpu):
@@ -164,6 +165,10 @@ async def run(store: str, data: str, messages: int, writes: int, concurrency: in
         results["write_message"] = summary(await timed_calls(
             client, "write_message", itertools.islice(argument_sets, writes)))
         results["write_message"]["server_cpu_ms"] = round((server_cpu() - cpu0) * 1000 / writes, 3)
+        if only_writes:
+            health = await checked(client, "get_system_health", {})
+            return {"messages": health["active_messages"], "log_size": health["log_size"], "results": results,
+                    "load": [round(x, 2) for x in os.getloadavg()]}
         progress(f"filling to {messages} messages, {concurrency} calls in flight")
         await fill(client, argument_sets, concurrency)
         health = await checked(client, "get_system_health", {})
@@ -178,7 +183,8 @@ async def run(store: str, data: str, messages: int, writes: int, concurrency: in
     for mode in ("legacy", "auto") if not http else ():
         progress(f"start → tools/list ({mode}): {starts} runs")
         results[f"start_{mode}"] = summary([await time_to_tools(store, mode) for _ in range(starts)])
-    return {"messages": health["active_messages"], "log_size": health["log_size"], "results": results}
+    return {"messages": health["active_messages"], "log_size": health["log_size"], "results": results,
+            "load": [round(x, 2) for x in os.getloadavg()]}
 
 
 def table(record: dict, targets: dict[str, float] = TARGETS) -> str:
@@ -191,7 +197,7 @@ def table(record: dict, targets: dict[str, float] = TARGETS) -> str:
     if "server_cpu_ms" in record["results"].get("write_message", {}):
         rows.append(f"(server CPU per sequential write: {record['results']['write_message']['server_cpu_ms']} ms)")
     rows.append(f"(store: {record['messages']} messages, events sub-database {record['log_size']} bytes; "
-                "start rows: median of the runs)")
+                f"start rows: median of the runs; load average {' '.join(map(str, record.get('load', [])))})")
     return "\n".join(rows)
 
 
@@ -205,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--store", default=None, help="store directory to use (default: a fresh temporary one)")
     p.add_argument("--json", default=None, help="also write the JSON record to this file")
     p.add_argument("--http", action="store_true", help="over streamable HTTP (convmem serve --http) instead of stdio")
+    p.add_argument("--only-writes", action="store_true", help="time the sequential writes only (no fill, search "
+                   "or start rows): for quick before/after runs")
     args = p.parse_args(argv)
     with contextlib.ExitStack() as stack:
         if args.store is None:
@@ -214,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             store = args.store
         record = anyio.run(run, store, args.data, max(args.messages, args.writes), args.writes,
-                           args.fill_concurrency, args.starts, args.http)
+                           args.fill_concurrency, args.starts, args.http, args.only_writes)
     print(table(record, HTTP_TARGETS if args.http else TARGETS))
     line = json.dumps({"bench": "mcp_http" if args.http else "mcp_stdio", **record}, separators=(",", ":"))
     print(line)
