@@ -15,6 +15,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -22,6 +23,7 @@ import numpy as np
 from eventstore.errors import CorruptStoreError
 
 _MAX_CODE = 15
+_FIRST = itemgetter(0)
 
 
 class Postings(NamedTuple):
@@ -39,8 +41,14 @@ def first_docnos(keys: Sequence[bytes]) -> np.ndarray:
     """The docno each chunk key ends with (its first posting's), as int64."""
     if not keys:
         return np.zeros(0, np.int64)
-    tails = np.frombuffer(b"".join(k[-6:] for k in keys), np.uint8).reshape(-1, 6).astype(np.int64)
-    return (tails << np.array([40, 32, 24, 16, 8, 0], np.int64)).sum(axis=1)
+    joined = b"".join(keys)
+    if len(joined) == len(keys) * len(keys[0]):     # one list's keys: all of one length
+        raw = np.frombuffer(joined, np.uint8).reshape(len(keys), -1)[:, -6:]
+    else:
+        raw = np.frombuffer(b"".join(k[-6:] for k in keys), np.uint8).reshape(-1, 6)
+    wide = np.zeros((len(keys), 8), np.uint8)
+    wide[:, 2:] = raw
+    return wide.view(">u8").ravel().astype(np.int64)
 
 
 def counts(raws: Sequence[bytes]) -> np.ndarray:
@@ -48,7 +56,10 @@ def counts(raws: Sequence[bytes]) -> np.ndarray:
     (:func:`~.chunks.chunk_count`, for many chunks)."""
     if not raws:
         return np.zeros(0, np.int64)
-    heads = np.frombuffer(bytes(r[0] if r else 255 for r in raws), np.uint8).astype(np.int64)
+    try:
+        heads = np.frombuffer(bytes(map(_FIRST, raws)), np.uint8).astype(np.int64)
+    except IndexError:
+        raise CorruptStoreError("a posting chunk is empty") from None
     if int(heads.max()) > _MAX_CODE:
         raise CorruptStoreError("a posting chunk has an unknown layout")
     lens = np.fromiter(map(len, raws), np.int64, len(raws))
