@@ -71,8 +71,8 @@ class FacetFilter:
     def __init__(self, tx: Tx, flt: Filter, n_docs: int) -> None:
         """``flt`` has ``session_id``, ``kinds``, ``tiers``, ``tags``, ``min_importance``."""
         self.tx, self.flt = tx, flt
-        self.allowed: set[int] | None = None
-        self.allowed_docnos: np.ndarray | None = None     # the same, sorted
+        self.allowed_docnos: np.ndarray | None = None     # the allowed set (materialize), sorted
+        self._allowed: set[int] | None = None
         self.size = -1                       # -1: nothing to filter
         self._docs: dict[int, Doc | None] = {}
         self._verdicts: dict[int, bool] = {}
@@ -169,8 +169,6 @@ class FacetFilter:
             parts.append(masks.tail_docnos(b"".join(keys), len(time_key(0, 0))))
         parts.extend(masks.facet_docnos(self.tx, key) for key in self._keys)
         self.allowed_docnos = masks.distinct(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
-        allowed = set(self.allowed_docnos.tolist())
-        self.allowed = allowed
         self._pending.discard(self._best)
         self.checks = bool(self._pending)
         return True
@@ -180,9 +178,17 @@ class FacetFilter:
             self._docs[docno] = doc(self.tx, docno)
         return self._docs[docno]
 
+    @property
+    def allowed(self) -> set[int] | None:
+        """The allowed set as a set (built from :attr:`allowed_docnos` when first asked)."""
+        if self._allowed is None and self.allowed_docnos is not None:
+            self._allowed = set(self.allowed_docnos.tolist())
+        return self._allowed
+
     def passes(self, docno: int) -> bool:
         """Whether a merged document passes."""
-        if self.allowed is not None and docno not in self.allowed:
+        allowed = self.allowed
+        if allowed is not None and docno not in allowed:
             return False
         if not self.checks:
             return True
