@@ -114,10 +114,9 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     lists = _plan(tx, st, query_terms(query), pend)
     trace.lists, trace.postings = len(lists), sum(lst.df for lst in lists)
     acc = Sums(_docno_bound(tx, pend))
-    try:
-        return _evaluate(tx, query, limit, trace, prune, context, pool, fl, pend, lists, acc, st)
-    finally:
-        acc.release()
+    hits = _evaluate(tx, query, limit, trace, prune, context, pool, fl, pend, lists, acc, st)
+    acc.release()               # only after a search that ended well: its arrays are known clean
+    return hits
 
 
 def _evaluate(tx: Tx, query: str, limit: int, trace: Trace, prune: bool, context: bool, pool: int,

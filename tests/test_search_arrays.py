@@ -164,3 +164,29 @@ def test_facet_arrays_kept_for_a_snapshot_are_never_used_for_another(store_path,
                 assert with_masks == by_rows and by_rows
     finally:
         svc.close()
+
+
+def test_sum_arrays_handed_from_search_to_search_rank_as_fresh_ones(store_path, monkeypatch):
+    """A finished search's sum arrays are zeroed and reused by the next; a
+    search that raised after adding to them does not hand them on. Every
+    search ranks as with fresh arrays."""
+    from projections import search
+    svc = MemoryService(store_path)
+    queries = ["status item3", "report weekly", "item5", "weekly status report item1", "item3 item4"]
+    try:
+        for i in range(300):
+            svc.write_message(f"s{i % 4}", "user", f"status report item{i % 7} weekly {i}", Metadata())
+
+        def run() -> list:
+            out = [ranked(svc, q) for q in queries[:2]]
+            with monkeypatch.context() as m:
+                m.setattr(search, "_rank_in_context", lambda *a, **k: 1 / 0)      # a bug after the sums were added
+                with pytest.raises(ZeroDivisionError), svc.store.read() as tx:
+                    search.search(tx, "report weekly item2", Filters(), 10)
+            return out + [ranked(svc, q) for q in queries[2:]]
+        reused = run()
+        monkeypatch.setattr(evaluation, "SPARE", 0)
+        monkeypatch.setattr(evaluation, "_SPARE", [])
+        assert run() == reused and all(reused)
+    finally:
+        svc.close()
