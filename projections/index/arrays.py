@@ -43,11 +43,16 @@ def first_docnos(keys: Sequence[bytes]) -> np.ndarray:
         return np.zeros(0, np.int64)
     joined = b"".join(keys)
     if len(joined) == len(keys) * len(keys[0]):     # one list's keys: all of one length
-        raw = np.frombuffer(joined, np.uint8).reshape(len(keys), -1)[:, -6:]
-    else:
-        raw = np.frombuffer(b"".join(k[-6:] for k in keys), np.uint8).reshape(-1, 6)
-    wide = np.zeros((len(keys), 8), np.uint8)
-    wide[:, 2:] = raw
+        return tail_docnos(joined, len(keys[0]))
+    return tail_docnos(b"".join(k[-6:] for k in keys), 6)
+
+
+def tail_docnos(raw: bytes | memoryview, width: int) -> np.ndarray:
+    """The docnos (6 bytes, big-endian) that end each of the ``width``-byte
+    rows laid end to end in ``raw``, as int64."""
+    rows = np.frombuffer(raw, np.uint8).reshape(-1, width)[:, width - 6:]
+    wide = np.zeros((len(rows), 8), np.uint8)
+    wide[:, 2:] = rows
     return wide.view(">u8").ravel().astype(np.int64)
 
 

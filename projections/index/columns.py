@@ -66,12 +66,8 @@ class ColumnLists:
             self._add(f, docnos, batch)
 
     def _add(self, f: int, docnos: np.ndarray, batch: GatheredField) -> None:
-        if not batch.ids:
-            return
-        counts = np.frombuffer(batch.counts, dtype=np.uint32)
-        self.parts[f].append((batch.terms, np.frombuffer(batch.ids, dtype=np.uint32), np.repeat(docnos, counts),
-                              np.frombuffer(batch.tfs, dtype=np.uint8),
-                              np.repeat(np.frombuffer(batch.lengths, dtype=np.uint32), counts)))
+        if batch.ids:
+            self.parts[f].append(_batch_part(batch, docnos))
 
     def add(self, field: int, docno: int, entry: FieldEntry) -> None:
         """Add a whole record's field (one merged besides the batches)."""
@@ -95,12 +91,8 @@ class ColumnLists:
             parts = kept
         if self.records[f]:
             docs = sorted(self.records[f], key=lambda de: de[0])
-            batch = gathered_field([e for _, e in docs])
-            counts = np.frombuffer(batch.counts, dtype=np.uint32)
-            parts.append((batch.terms, np.frombuffer(batch.ids, dtype=np.uint32),
-                          np.repeat(np.array([d for d, _ in docs], dtype=np.uint64), counts),
-                          np.frombuffer(batch.tfs, dtype=np.uint8),
-                          np.repeat(np.frombuffer(batch.lengths, dtype=np.uint32), counts)))
+            parts.append(_batch_part(gathered_field([e for _, e in docs]),
+                                     np.array([d for d, _ in docs], dtype=np.uint64)))
         if not parts:
             empty = np.zeros(0, dtype=np.uint64)
             return _Column([], empty, empty, empty.astype(np.uint8), empty.astype(np.uint32))
@@ -144,6 +136,15 @@ class ColumnLists:
                     self.parts[f].append(_part([term for term, _ in last], [chunk for _, chunk in last]))
                 items += _chunks(f, self.column(f), self.cut)
             cur.putmulti(items)      # a list's first chunk here replaces its last stored one (the same key)
+
+
+def _batch_part(batch: GatheredField, docnos: np.ndarray
+                ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A gathered batch of ``docnos`` as a part: (terms, each posting's term
+    number, docno, tf, document length)."""
+    counts = np.frombuffer(batch.counts, dtype=np.uint32)
+    return (batch.terms, np.frombuffer(batch.ids, dtype=np.uint32), np.repeat(docnos, counts),
+            np.frombuffer(batch.tfs, dtype=np.uint8), np.repeat(np.frombuffer(batch.lengths, dtype=np.uint32), counts))
 
 
 def _last_chunks(cur, field: int, col: _Column) -> list[tuple[str, Chunk]] | None:

@@ -18,6 +18,7 @@ from eventstore.events import KINDS, ROLES, TIERS
 from eventstore.transaction import Tx
 
 from . import masks
+from .arrays import tail_docnos
 from .docs import DOC_IMPORTANCE, DOC_KIND, DOC_ROLE, DOC_SESSION, DOC_TIER, DOC_TIME, Doc, doc, raw_doc
 from .layout import DOCS, FACETS, TIMES, docno_key, time_key, unsealed
 from .records import Pending
@@ -166,7 +167,7 @@ class FacetFilter:
                             if key >= end:
                                 break
                             keys.append(key)
-            parts.append(masks.tail_docnos(b"".join(keys), len(time_key(0, 0))))
+            parts.append(tail_docnos(b"".join(keys), len(time_key(0, 0))))
         parts.extend(masks.facet_docnos(self.tx, key) for key in self._keys)
         self.allowed_docnos = masks.distinct(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
         self._pending.discard(self._best)

@@ -22,6 +22,7 @@ import numpy as np
 
 from eventstore.transaction import Tx, WriteTx
 
+from .arrays import tail_docnos
 from .layout import DOCS, FACETS, docno_of
 
 KEPT = 8                    # snapshots' masks kept (a few filters of the current snapshot)
@@ -32,7 +33,10 @@ _kept: OrderedDict[tuple, tuple[dict, np.ndarray]] = OrderedDict()
 
 def kept(tx: Tx, conditions: Sequence[Sequence[bytes]]) -> np.ndarray | None:
     """The mask of ``conditions`` if one is kept for this snapshot."""
-    name = _name(tx, conditions)
+    return _lookup(tx, _name(tx, conditions))
+
+
+def _lookup(tx: Tx, name: tuple | None) -> np.ndarray | None:
     if name is None:
         return None
     with _lock:
@@ -43,7 +47,8 @@ def kept(tx: Tx, conditions: Sequence[Sequence[bytes]]) -> np.ndarray | None:
 def mask(tx: Tx, conditions: Sequence[Sequence[bytes]]) -> np.ndarray:
     """Which merged documents meet every condition — each a list of facet
     keys, met by a document in any of their lists."""
-    found = kept(tx, conditions)
+    name = _name(tx, conditions)
+    found = _lookup(tx, name)
     if found is not None:
         return found
     lists = [[facet_docnos(tx, key) for key in keys] for keys in conditions]
@@ -57,7 +62,6 @@ def mask(tx: Tx, conditions: Sequence[Sequence[bytes]]) -> np.ndarray:
             meets[docnos] = True
         out &= meets
     out.flags.writeable = False
-    name = _name(tx, conditions)
     if name is not None:
         with _lock:
             _kept[name] = (tx.dbs, out)
@@ -77,14 +81,6 @@ def facet_docnos(tx: Tx, key: bytes) -> np.ndarray:
     with tx.txn.cursor(db=tx.db(FACETS)) as cur:
         raw = cur.getmulti([key], dupdata=True, dupfixed_bytes=6, keyfixed=True)
     return tail_docnos(raw, len(key) + 6)
-
-
-def tail_docnos(raw: bytes | memoryview, width: int) -> np.ndarray:
-    """The docnos that end each of the ``width``-byte rows laid end to end in ``raw``."""
-    rows = np.frombuffer(raw, np.uint8).reshape(-1, width)[:, width - 6:]
-    wide = np.zeros((len(rows), 8), np.uint8)
-    wide[:, 2:] = rows
-    return wide.view(">u8").ravel().astype(np.int64)
 
 
 def distinct(docnos: np.ndarray) -> np.ndarray:
