@@ -35,7 +35,7 @@ import os
 import signal
 import stat
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Generic, Self, TypeVar
 
 import anyio
 
@@ -117,7 +117,22 @@ class StdoutLines:
             os.set_blocking(self.fd, True)
 
 
-class MessageReader(Generic[M]):
+class _Stream:
+    """What both streams share: closing, and use as an async context manager."""
+
+    _closed = False
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class MessageReader(_Stream, Generic[M]):
     """The receiving stream of ``Server.run``: each line of ``lines`` made a message
     by ``parse`` (the SDK's stdio transport's parse, given by the MCP layer), in
     the task that receives it (no reading task and no stream in between).  A line
@@ -128,7 +143,6 @@ class MessageReader(Generic[M]):
         self._lines = lines
         self._parse = parse
         self._unreadable = unreadable
-        self._closed = False
 
     async def receive(self) -> M:
         while True:
@@ -152,17 +166,8 @@ class MessageReader(Generic[M]):
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def aclose(self) -> None:
-        self._closed = True
 
-    async def __aenter__(self) -> MessageReader[M]:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class MessageWriter(Generic[M]):
+class MessageWriter(_Stream, Generic[M]):
     """The sending stream of ``Server.run``: each message made a line by ``serialize``
     (the SDK's stdio transport's serialization, given by the MCP layer) and written
     at once by the task that sends it (no writing task and no stream in between);
@@ -172,7 +177,6 @@ class MessageWriter(Generic[M]):
         self._out = out
         self._serialize = serialize
         self._lock = anyio.Lock(fast_acquire=True)
-        self._closed = False
 
     async def send(self, item: M, /) -> None:
         if self._closed:
@@ -180,15 +184,6 @@ class MessageWriter(Generic[M]):
         line = self._serialize(item) + "\n"
         async with self._lock:
             await self._out.write(line)
-
-    async def aclose(self) -> None:
-        self._closed = True
-
-    async def __aenter__(self) -> MessageWriter[M]:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 def _write_all(fd: int, data: bytes) -> None:
