@@ -52,6 +52,7 @@ from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, exact_key, list_prefix, p
 from .index.arrays import counts
 from .index.filters import FacetFilter
 from .index.layout import docno_of
+from .query import Filters
 from .tokens import query_terms
 
 __all__ = ["B", "K1", "PARTIAL_CAP", "WEIGHTS", "WHOLE", "Filters", "Hit", "Trace", "combine", "field_score",
@@ -61,18 +62,6 @@ ALLOWED_MAX = 10_000                 # largest filter set worth building
 SELECTIVE_WORK = 20_000              # walk against the set when Σ min(df, |set|) ≤ this
 EPS = 2e-6                           # beneath the 6-decimal rounding of reported scores
 _NF = len(FIELDS)
-
-
-@dataclass(frozen=True)
-class Filters:
-    session_id: str | None = None
-    kinds: frozenset[str] = frozenset()
-    tiers: frozenset[str] = frozenset()
-    tags: tuple[str, ...] = ()
-    min_importance: int = 0
-    roles: frozenset[str] = frozenset()
-    after: int | None = None          # timestamp ≥ after (ms since the epoch)
-    before: int | None = None         # timestamp < before
 
 
 @dataclass

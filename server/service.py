@@ -38,9 +38,9 @@ from eventstore.store import EventStore, Tx, WriteTx
 from projections import history as history_index
 from projections import index as term_index
 from projections import messages, relations, stats
-from projections import search as search_index
 from projections import sessions as session_index
 from projections.index import IndexConfig
+from projections.query import Filters
 from projections.registry import Projector
 
 from . import cursors, render
@@ -48,6 +48,8 @@ from ._rwlock import RWLock
 from .replication import Settings as ReplicationSettings
 
 if TYPE_CHECKING:
+    from projections.search import Hit
+
     from .replication.committer import ReplicatedCommitter
 
 log = logging.getLogger("convmem")
@@ -254,9 +256,10 @@ class MemoryService:
         return {"session_id": sid, "message_count": count, "kind_counts": dict(zip(KINDS, kinds)),
                 "representative_summary": summary, "started_at": started, "last_message_at": last}
 
-    def search(self, query: str, flt: search_index.Filters, context_size: int, limit: int,
+    def search(self, query: str, flt: Filters, context_size: int, limit: int,
                *, boost: bool = True) -> dict:
         """``boost=False`` ranks by the own fields alone (for benchmarks)."""
+        from projections import search as search_index  # the ranker loads numpy: not at start-up
         with self._read() as tx:
             hits = search_index.search(tx, query, flt, limit, context=boost)
             budget, results = render.Budget(), list[dict]()
@@ -272,7 +275,7 @@ class MemoryService:
         return {"status": "OK", "results": results}
 
     @staticmethod
-    def _result(tx: Tx, hit: search_index.Hit) -> dict:
+    def _result(tx: Tx, hit: Hit) -> dict:
         state = messages.required(messages.get(tx, hit.doc.message_id))
         item = render.message(messages.load(tx, state))
         item["score"] = hit.score

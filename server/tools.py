@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from eventstore.codec import DEFAULT_METADATA
 from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS
-from projections.search import Filters
+from projections.query import Filters
 
 from . import validation as v
 from .schema import Args, Param, ToolSpec
