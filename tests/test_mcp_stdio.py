@@ -13,6 +13,7 @@ import os
 import queue
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import mcp.types as types
@@ -188,6 +189,19 @@ def test_a_client_that_writes_megabytes_before_reading_gets_every_answer_whole(s
         assert body["message"]["content"] == f"{a['id'] - 100} {big}"
 
 
+def _wait_until_stored(store_path: str, n: int) -> None:
+    """Until session "s" holds ``n`` messages (read beside the serving process)."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        service = MemoryService(store_path)
+        try:
+            if len(service.history("s", 10, None)["history"]) >= n:
+                return
+        finally:
+            service.close()
+        time.sleep(0.05)
+
+
 def test_a_client_that_closed_its_end_of_stdout_leaves_a_server_that_ends_cleanly_with_stdin(store_path, tmp_path):
     """Answers nobody can read are dropped (the writes still commit); the server ends
     at the end of stdin, exit status 0, no traceback."""
@@ -204,6 +218,8 @@ def test_a_client_that_closed_its_end_of_stdout_leaves_a_server_that_ends_cleanl
                "params": {"name": "write_message", "arguments": write_args(f"unread {i}")}} for i in range(3)]
     try:
         proc.stdin.write(("\n".join(json.dumps(r) for r in lines) + "\nnot json\n").encode())
+        proc.stdin.flush()
+        _wait_until_stored(store_path, 3)       # stdin ends after the calls, not while they run
         proc.stdin.close()
         assert proc.wait(timeout=TIMEOUT) == 0
     finally:
