@@ -289,12 +289,12 @@ class Admit:
             return np.ones(len(docnos), bool)
         ok = np.ones(len(docnos), bool)
         if self._allowed is not None:
-            ok &= _member(docnos, self._allowed)
+            ok &= member(docnos, self._allowed)
         if self._passes is not None:
             at = np.flatnonzero(ok)
             ok[at] = self._passes(docnos[at])
         if len(self._done):
-            ok |= _member(docnos, self._done)
+            ok |= member(docnos, self._done)
         return ok
 
     def cheap(self, docnos: np.ndarray) -> np.ndarray:
@@ -302,16 +302,18 @@ class Admit:
         all): the part of the filter answered in one array step."""
         if self._allowed is None:
             return np.ones(len(docnos), bool)
-        ok = _member(docnos, self._allowed)
+        ok = member(docnos, self._allowed)
         if len(self._done):
-            ok |= _member(docnos, self._done)
+            ok |= member(docnos, self._done)
         return ok
 
     def one(self, docno: int) -> bool:
         return bool(self(np.array([docno], np.int64))[0])
 
 
-def _member(docnos: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+def member(docnos: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Which of ``docnos`` are in ``sorted_set`` (sorted, distinct): one
+    binary search each (``np.isin`` first makes ``docnos`` distinct, by hashing)."""
     if not len(sorted_set):
         return np.zeros(len(docnos), bool)
     pos = np.minimum(np.searchsorted(sorted_set, docnos), len(sorted_set) - 1)

@@ -38,6 +38,9 @@ import dataclasses
 import heapq
 import math
 from dataclasses import dataclass
+from functools import partial
+from itertools import takewhile
+from operator import gt, itemgetter
 
 import numpy as np
 
@@ -47,7 +50,7 @@ from . import sessions as session_index
 from . import stats
 from .context import POOL, ContextScorer
 from .context import WEIGHT as CONTEXT_WEIGHT
-from .evaluation import K1, PARTIAL_CAP, WEIGHTS, WHOLE, Admit, B, QueryList, Sums, combine, field_score
+from .evaluation import K1, PARTIAL_CAP, WEIGHTS, WHOLE, Admit, B, QueryList, Sums, combine, field_score, member
 from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, exact_key, list_prefix, pending
 from .index.arrays import counts
 from .index.filters import FacetFilter
@@ -157,14 +160,13 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: list) -> l
 
 
 def _chunks(cur, prefix: bytes) -> tuple[list[bytes], list[bytes]]:
-    keys, chunks = [], []
-    if cur.set_range(prefix):
-        for k, v in cur:
-            if not k.startswith(prefix):
-                break
-            keys.append(k)
-            chunks.append(v)
-    return keys, chunks
+    """The keys and chunks of the list whose keys start with ``prefix`` (it
+    ends in NUL: they are the keys from it up to the prefix ending in 1),
+    collected without a Python step per chunk."""
+    if not cur.set_range(prefix):
+        return [], []
+    items = list(takewhile(partial(gt, (prefix[:-1] + b"\x01",)), cur.iternext()))
+    return list(map(itemgetter(0), items)), list(map(itemgetter(1), items))
 
 
 def _docno_bound(tx: Tx, pend: list) -> int:
@@ -242,7 +244,7 @@ def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: set[in
     need = docs[_could(acc, docs, order, theta)]
     need = np.sort(need[admit.cheap(need)])
     pending_done = np.array(sorted(done), np.int64)
-    probe = need[~np.isin(need, pending_done)] if done else need
+    probe = need[~member(need, pending_done)] if done else need
     dropped: list[tuple[np.ndarray, int]] = []
     for i, lst in enumerate(order):
         _read(lst, acc, trace, probe)
@@ -252,7 +254,7 @@ def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: set[in
             if not keep.all():
                 dropped.append((probe[~keep], i + 1))
             probe = probe[keep]
-            need = np.union1d(probe, need[np.isin(need, pending_done)]) if done else probe
+            need = np.sort(np.concatenate([probe, need[member(need, pending_done)]])) if done else probe
     return need, order, dropped
 
 
@@ -283,7 +285,7 @@ class _Completion:
         wanted = np.array(todo, np.int64)
         starts = np.zeros(len(todo), np.int64)
         for group, start in self.dropped:
-            starts[np.isin(wanted, group)] = start
+            starts[member(wanted, group)] = start
         for j, lst in enumerate(self.rest):          # each list once, for every document it is missing from
             _read(lst, self.acc, self.trace, wanted[starts <= j])
         self.complete.update(todo)
