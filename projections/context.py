@@ -43,9 +43,10 @@ import numpy as np
 
 from eventstore.transaction import Tx
 
-from .index import FACETS, Pending, docno_key
+from .index import DOCS, FACETS, Pending, docno_key
+from .index.arrays import tail_docnos
 from .index.docs import DOC_BYTES, DOC_SESSION, raw_doc
-from .index.layout import docno_of
+from .index.layout import docno_of, unsealed
 
 WINDOW = 2          # messages on each side
 WEIGHT = 0.8        # of the context score in the noisy-OR
@@ -96,6 +97,7 @@ class ContextScorer:
         """Each of ``docnos``'s window: itself and its neighbours, in order."""
         known = self._windows
         by_session: dict[bytes, list[int]] = {}
+        self._fetch_rows([d for d in docnos if d not in known])
         for d in docnos:
             if d not in known:
                 by_session.setdefault(self._row(d)[1], []).append(d)
@@ -114,7 +116,9 @@ class ContextScorer:
         if not self.lists:
             return dict.fromkeys(docnos, 0.0)
         windows = self.windows(docnos)
-        self._look_up({d for window in windows.values() for d in window})
+        members = {d for window in windows.values() for d in window}
+        self._fetch_rows(list(members))
+        self._look_up(members)
         return {d: self._window_score(window) for d, window in windows.items()}
 
     def _look_up(self, docnos: set[int]) -> None:
@@ -155,7 +159,7 @@ class ContextScorer:
         n = cur.count() if cur.set_key(key) else 0
         if n > 8 * wanted + 32:
             return None
-        merged = [docno_of(v) for v in cur.iternext_dup(keys=False)] if n else []
+        merged = tail_docnos(b"".join(cur.iternext_dup(keys=False)), 6).tolist() if n else []
         pend = self._by_session.get(key)
         return sorted(merged + pend) if pend else merged
 
@@ -176,10 +180,20 @@ class ContextScorer:
         """(content size, session facet key) of a document, from its ``docs`` row."""
         row = self._rows.get(docno)
         if row is None:
-            raw = raw_doc(self.tx, docno)
-            row = self._rows[docno] = ((0, b"") if raw is None else
-                                       (int.from_bytes(raw[DOC_BYTES:DOC_BYTES + 4], "big"), b"s" + raw[DOC_SESSION:]))
+            row = self._rows[docno] = _row_of(raw_doc(self.tx, docno))
         return row
+
+    def _fetch_rows(self, docnos: list[int]) -> None:
+        """:meth:`_row` of each of ``docnos`` not known yet, read in one call."""
+        todo = [d for d in docnos if d not in self._rows]
+        if not todo:
+            return
+        keys = [docno_key(d) for d in todo]
+        with self.tx.txn.cursor(db=self.tx.db(DOCS)) as cur:
+            found = dict(cur.getmulti(keys))
+        for d, key in zip(todo, keys):
+            raw = found.get(key)
+            self._rows[d] = _row_of(None if raw is None else unsealed(key, raw, "a search document record"))
 
     def _neighbours(self, docno: int, key: bytes) -> list[int]:
         """Up to ``WINDOW`` docnos of the session before ``docno`` and after it."""
@@ -211,6 +225,10 @@ class ContextScorer:
         while len(before) < WINDOW and cur.prev_dup():
             before.append(docno_of(cur.value()))
         return before[::-1], after
+
+
+def _row_of(raw: bytes | None) -> tuple[int, bytes]:
+    return (0, b"") if raw is None else (int.from_bytes(raw[DOC_BYTES:DOC_BYTES + 4], "big"), b"s" + raw[DOC_SESSION:])
 
 
 def _idf(n_docs: int, df: float) -> float:

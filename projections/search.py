@@ -131,7 +131,8 @@ def _evaluate(tx: Tx, query: str, limit: int, trace: Trace, prune: bool, context
         trace.path = "top-k"
         candidates, rest, dropped = _top_k(lists, acc, admit, pool, done, trace, prune)
     if context:
-        completed = _Completion(acc, rest, done.union(candidates.tolist()), dropped, trace)
+        complete = np.sort(np.concatenate([candidates, np.fromiter(done, np.int64, len(done))]))
+        completed = _Completion(acc, rest, complete, dropped, trace)
         return _rank_in_context(tx, acc, candidates, completed, admit, fl, limit, lists, pend, st)
     return _rank(acc, [(_reported(acc.score(d)), d) for d in candidates.tolist()], fl, limit, admit)
 
@@ -274,21 +275,22 @@ class _Completion:
 
     acc: Sums
     rest: list[QueryList]
-    complete: set[int]
+    complete: np.ndarray            # sorted (repeats allowed)
     dropped: list[tuple[np.ndarray, int]]
     trace: Trace
 
     def own(self, docnos: list[int]) -> None:
-        todo = sorted(d for d in docnos if d not in self.complete)
-        if not todo:
+        """Complete the sums of ``docnos`` (distinct)."""
+        wanted = np.sort(np.array(docnos, np.int64))
+        wanted = wanted[~member(wanted, self.complete)]
+        if not len(wanted):
             return
-        wanted = np.array(todo, np.int64)
-        starts = np.zeros(len(todo), np.int64)
+        starts = np.zeros(len(wanted), np.int64)
         for group, start in self.dropped:
             starts[member(wanted, group)] = start
         for j, lst in enumerate(self.rest):          # each list once, for every document it is missing from
             _read(lst, self.acc, self.trace, wanted[starts <= j])
-        self.complete.update(todo)
+        self.complete = np.sort(np.concatenate([self.complete, wanted]))
 
 
 def _weights(lists: list[QueryList]) -> list[float]:
