@@ -83,7 +83,7 @@ class Link:
         self.replicas = replicas
         self._on_records = on_records
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="convmem-nats", daemon=True)
+        self._thread = threading.Thread(target=self._serve_loop, name="convmem-nats", daemon=True)
         self._thread.start()
         self._nc: Any = None
         self._js: Any = None
@@ -94,6 +94,24 @@ class Link:
         self._connector = self._submit(self._connect_forever())
 
     # ------------------------------------------------------------ plumbing
+    def _serve_loop(self) -> None:
+        """The loop's thread: runs it until :meth:`close` stops it, then
+        cancels what is still pending and lets it finish before the loop is
+        closed — a task or transport must never outlive its loop (its
+        clean-up would then fail later, in whatever code runs at that time)."""
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+        finally:
+            rest = asyncio.all_tasks(loop)
+            for task in rest:
+                task.cancel()
+            if rest:
+                loop.run_until_complete(asyncio.wait(rest, timeout=2.0))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
     def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
@@ -342,9 +360,7 @@ class Link:
         except Exception:                              # the loop is stuck: the daemon thread dies with us
             log.warning("replication: the NATS client did not close in time")
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(2.0)
-        if not self._thread.is_alive():
-            self._loop.close()
+        self._thread.join(5.0)                         # the thread closes the loop (_serve_loop)
 
 
 class _Pull:
