@@ -33,6 +33,7 @@ WHOLE_MIN = 32                       # < WHOLE_MIN chunks or they fall in ≥ 1/
 CACHE_BYTES = 128 << 20              # decoded lists kept between searches (per process)
 _NF = len(FIELDS)
 LISTS = DecodedLists(CACHE_BYTES)
+MASK_LOOKUPS = 2048                  # an allowed set is asked of more documents at once: as a bool array
 SPARE = 4                            # sum arrays kept, zeroed, for later searches (one per concurrent search)
 _SPARE: list[tuple[np.ndarray, np.ndarray]] = []
 _SPARE_LOCK = threading.Lock()
@@ -280,6 +281,7 @@ class Admit:
                  done: set[int], checks: bool) -> None:
         self._passes = passes if checks else None
         self._allowed = allowed
+        self._allowed_mask: np.ndarray | None = None
         self.has_set = allowed is not None
         self._done = np.array(sorted(done), np.int64)
         self.everything = passes is None or (allowed is None and not checks)
@@ -289,7 +291,7 @@ class Admit:
             return np.ones(len(docnos), bool)
         ok = np.ones(len(docnos), bool)
         if self._allowed is not None:
-            ok &= member(docnos, self._allowed)
+            ok &= self._in_allowed(docnos, self._allowed)
         if self._passes is not None:
             at = np.flatnonzero(ok)
             ok[at] = self._passes(docnos[at])
@@ -302,10 +304,23 @@ class Admit:
         all): the part of the filter answered in one array step."""
         if self._allowed is None:
             return np.ones(len(docnos), bool)
-        ok = member(docnos, self._allowed)
+        ok = self._in_allowed(docnos, self._allowed)
         if len(self._done):
             ok |= member(docnos, self._done)
         return ok
+
+    def _in_allowed(self, docnos: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        """Which of ``docnos`` are in the allowed set: by binary search for a
+        few, else from a bool array over the docnos (built once: many lookups
+        cost less than one each)."""
+        if self._allowed_mask is None and len(docnos) > MASK_LOOKUPS and len(allowed):
+            self._allowed_mask = np.zeros(int(allowed[-1]) + 1, bool)
+            self._allowed_mask[allowed] = True
+        mask = self._allowed_mask
+        if mask is None:
+            return member(docnos, allowed)
+        inside = docnos < len(mask)
+        return inside & mask[np.where(inside, docnos, 0)]
 
     def one(self, docno: int) -> bool:
         return bool(self(np.array([docno], np.int64))[0])

@@ -190,3 +190,20 @@ def test_sum_arrays_handed_from_search_to_search_rank_as_fresh_ones(store_path, 
         assert run() == reused and all(reused)
     finally:
         svc.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(allowed=st.sets(st.integers(0, 300), max_size=100), done=st.sets(st.integers(0, 400), max_size=20),
+       asked=st.lists(st.integers(0, 400), max_size=3000), threshold=st.sampled_from([0, 2048, 10**9]))
+def test_an_allowed_set_answers_alike_by_binary_search_and_as_a_bool_array(allowed, done, asked, threshold):
+    """Admit's set lookups: by search for few documents, by a bool array over
+    the docnos for many (docnos past the greatest allowed one included)."""
+    admit = evaluation.Admit(lambda d: np.ones(len(d), bool), np.array(sorted(allowed), np.int64), done, False)
+    asked = [*asked, *allowed, *done]           # every member asked of, besides the others
+    docnos = np.array(asked, np.int64)
+    expected = [d in allowed or d in done for d in asked]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(evaluation, "MASK_LOOKUPS", threshold)
+        assert admit.cheap(docnos).tolist() == expected
+        assert admit(docnos).tolist() == expected
+        assert admit.cheap(docnos).tolist() == expected            # the bool array, once built, again
