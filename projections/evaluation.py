@@ -14,6 +14,7 @@ result only (:class:`Admit`), not of every posting.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import threading
 from collections.abc import Callable, Iterable
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .index import FIELDS
-from .index.arrays import EMPTY, DecodedLists, Postings, decode_chunks, first_docnos
+from .index.arrays import EMPTY, DecodedLists, Kept, Postings, Snapshot, decode_chunks, first_docnos
 
 K1, B = 0.9, 0.4                     # BM25 term-frequency saturation and length normalization
 PARTIAL_CAP = 0.99
@@ -32,11 +33,18 @@ WHOLE_SHARE = 4                      # look documents up in the whole list (deco
 WHOLE_MIN = 32                       # < WHOLE_MIN chunks or they fall in ≥ 1/WHOLE_SHARE of its chunks
 CACHE_BYTES = 128 << 20              # decoded lists kept between searches (per process)
 _NF = len(FIELDS)
+_UNSET = np.zeros(0, np.int64)
 LISTS = DecodedLists(CACHE_BYTES)
 MASK_LOOKUPS = 2048                  # an allowed set is asked of more documents at once: as a bool array
 SPARE = 4                            # sum arrays kept, zeroed, for later searches (one per concurrent search)
 _SPARE: list[tuple[np.ndarray, np.ndarray]] = []
 _SPARE_LOCK = threading.Lock()
+
+
+def kept_chunks(name: bytes, snapshot: Snapshot | None) -> Kept | None:
+    """A list's chunks as kept with its decoded postings, when they are known
+    to be the store's in ``snapshot`` (:meth:`DecodedLists.confirmed`)."""
+    return LISTS.confirmed(name, snapshot)
 
 
 def field_score(total: float) -> float:
@@ -65,11 +73,14 @@ class QueryList:
     chunks: list[bytes]
     df_all: int = 0        # postings, pending documents included
     q: float = 1.0         # the term's query weight
+    snapshot: Snapshot | None = None     # the one the chunks were read in (None: may still change)
+    firsts: np.ndarray = dataclasses.field(default_factory=lambda: _UNSET)   # each chunk's first docno
     _whole: Postings | None = None
     _peeked: bool = False
 
     def __post_init__(self) -> None:
-        self.firsts = first_docnos(self.keys)
+        if self.firsts is _UNSET:                         # not given: from the keys
+            self.firsts = first_docnos(self.keys)
 
     def factor(self) -> tuple[float, float]:
         """(c, d) with tf_factor = tf / (tf + c + d · length)."""
@@ -83,7 +94,7 @@ class QueryList:
     def whole(self) -> Postings:
         """Every posting, in docno order."""
         if self._whole is None:
-            self._whole = LISTS.get(self.keys, self.chunks, self.firsts)
+            self._whole = LISTS.get(self.keys, self.chunks, self.firsts, self.snapshot)
         return self._whole
 
     def find(self, docnos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -93,7 +104,7 @@ class QueryList:
         if not len(docnos) or not self.keys:
             return np.zeros(len(docnos), bool), EMPTY.tfs, EMPTY.lengths
         if self._whole is None and not self._peeked:
-            self._whole, self._peeked = LISTS.peek(self.keys, self.chunks), True
+            self._whole, self._peeked = LISTS.peek(self.keys, self.chunks, self.snapshot), True
         if self._whole is not None:
             found = self._whole
         elif len(self.keys) < WHOLE_MIN:                 # a short list: decoded once, kept

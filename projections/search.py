@@ -50,11 +50,25 @@ from . import sessions as session_index
 from . import stats
 from .context import POOL, ContextScorer
 from .context import WEIGHT as CONTEXT_WEIGHT
-from .evaluation import K1, PARTIAL_CAP, WEIGHTS, WHOLE, Admit, B, QueryList, Sums, combine, field_score, member
+from .evaluation import (
+    K1,
+    PARTIAL_CAP,
+    WEIGHTS,
+    WHOLE,
+    Admit,
+    B,
+    QueryList,
+    Sums,
+    combine,
+    field_score,
+    kept_chunks,
+    member,
+)
 from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, exact_key, list_prefix, pending
-from .index.arrays import counts
+from .index.arrays import Kept, counts, first_docnos
 from .index.filters import FacetFilter
 from .index.layout import docno_of
+from .index.masks import snapshot
 from .query import Filters
 from .tokens import query_terms
 
@@ -140,6 +154,7 @@ def _evaluate(tx: Tx, query: str, limit: int, trace: Trace, prune: bool, context
 # --------------------------------------------------------------------- plan
 def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: list) -> list[QueryList]:
     lists: list[QueryList] = []
+    snap = snapshot(tx)
     with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
         for f, name in enumerate(FIELDS):
             n = st[f"n_{name}"]
@@ -148,15 +163,20 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: list) -> l
             avg = max(st[f"len_{name}"] / n, 1.0)
             found, total = [], 0.0
             for term, q in qterms.items():
-                keys, chunks = _chunks(cur, list_prefix(f, term))
-                df = int(counts(chunks).sum())
+                prefix = list_prefix(f, term)
+                kept = kept_chunks(prefix, snap)
+                if kept is None:
+                    keys, chunks = _chunks(cur, prefix)
+                    kept = Kept(keys, chunks, first_docnos(keys), int(counts(chunks).sum()))
+                df = kept.df
                 df_all = df + sum(1 for p in pend if term in p.tfs[f])
                 w = q * idf(n, df_all)
                 total += w
                 if df_all:
-                    found.append((term, w, df, keys, chunks, df_all, q))
-            lists.extend(QueryList(f, term, w / total, df, avg, keys, chunks, df_all, q)
-                         for term, w, df, keys, chunks, df_all, q in found)
+                    found.append((term, w, kept, df_all, q))
+            lists.extend(QueryList(f, term, w / total, kept.df, avg, kept.keys, kept.raws, df_all, q, snap,
+                                   kept.firsts)
+                         for term, w, kept, df_all, q in found)
     return lists
 
 

@@ -207,3 +207,31 @@ def test_an_allowed_set_answers_alike_by_binary_search_and_as_a_bool_array(allow
         assert admit.cheap(docnos).tolist() == expected
         assert admit(docnos).tolist() == expected
         assert admit.cheap(docnos).tolist() == expected            # the bool array, once built, again
+
+
+def test_a_search_of_a_snapshot_already_searched_reads_no_chunks_of_the_lists_kept(store_path, monkeypatch):
+    """Lists found to be the store's in a snapshot are not read again in it;
+    after a write (a new snapshot) they are read and compared again."""
+    from projections import search as ranker
+    monkeypatch.setattr(evaluation, "LISTS", DecodedLists(1 << 30))
+    monkeypatch.setattr(evaluation, "WHOLE_MIN", 1)
+    reads: list[bytes] = []
+    real = ranker._chunks
+    monkeypatch.setattr(ranker, "_chunks", lambda cur, prefix: (reads.append(prefix), real(cur, prefix))[1])
+    svc = MemoryService(store_path)
+    try:
+        for i in range(300):
+            svc.write_message(f"s{i % 3}", "user", f"deploy status report {i % 17}", Metadata())
+        svc.rebuild()                                            # everything merged into the lists
+        first = ranked(svc, "deploy status")
+        assert reads
+        reads.clear()
+        assert ranked(svc, "deploy status") == first
+        assert reads == []
+        svc.write_message("s9", "user", "deploy later", Metadata())
+        again = ranked(svc, "deploy status")
+        assert reads                                             # a new snapshot: read again
+        monkeypatch.setattr(evaluation, "LISTS", DecodedLists(1 << 30))
+        assert ranked(svc, "deploy status") == again
+    finally:
+        svc.close()

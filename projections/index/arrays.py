@@ -130,9 +130,25 @@ def decode_chunks(keys: Sequence[bytes], raws: Sequence[bytes], firsts: np.ndarr
 class _Entry(NamedTuple):
     keys: list[bytes]
     raws: list[bytes]
+    firsts: np.ndarray
     postings: Postings
     ends: np.ndarray          # each chunk's end in ``postings``
     size: int                 # bytes held
+
+
+class Kept(NamedTuple):
+    """A kept list's chunks, as a snapshot holds them."""
+
+    keys: list[bytes]
+    raws: list[bytes]
+    firsts: np.ndarray
+    df: int
+
+
+# A store snapshot: the environment opening's sub-database handles (held, so
+# their identity cannot be reused) and LMDB's transaction id, which every
+# committed write changes (see .masks).
+Snapshot = tuple[object, int]
 
 
 class DecodedLists:
@@ -147,18 +163,48 @@ class DecodedLists:
         self.budget = budget
         self._lock = threading.Lock()
         self._entries: OrderedDict[bytes, _Entry] = OrderedDict()
+        self._seen: dict[bytes, Snapshot] = {}      # the snapshot each entry was last found the store's in
         self._held = 0
 
-    def peek(self, keys: list[bytes], raws: list[bytes]) -> Postings | None:
+    def confirmed(self, name: bytes, snapshot: Snapshot | None) -> Kept | None:
+        """The chunks of the list ``name`` (its key prefix) if they are kept
+        and were found to be the store's in this very ``snapshot``: no write
+        has been committed since, so they still are."""
+        if snapshot is None:
+            return None
+        with self._lock:
+            old = self._entries.get(name)
+            seen = self._seen.get(name)
+        if old is None or seen is None or seen[0] is not snapshot[0] or seen[1] != snapshot[1]:
+            return None
+        return Kept(old.keys, old.raws, old.firsts, int(old.ends[-1]))
+
+    def peek(self, keys: list[bytes], raws: list[bytes], snapshot: Snapshot | None = None) -> Postings | None:
         """The postings of a whole list if they are kept for exactly these chunks."""
         if not keys:
             return None
+        name = keys[0][:-6]
         with self._lock:
-            old = self._entries.get(keys[0][:-6])
-        return old.postings if old is not None and old.raws == raws and old.keys == keys else None
+            old = self._entries.get(name)
+        if old is not None and self._same(name, old, keys, raws, snapshot):
+            return old.postings
+        return None
 
-    def get(self, keys: list[bytes], raws: list[bytes], firsts: np.ndarray) -> Postings:
-        """The postings of a whole list (its chunk keys, values and first docnos)."""
+    def _same(self, name: bytes, old: _Entry, keys: list[bytes], raws: list[bytes],
+              snapshot: Snapshot | None) -> bool:
+        """Whether ``old`` was decoded from exactly these chunks (noted for
+        ``snapshot``, the one they were read in, when so)."""
+        if not (old.raws is raws or (old.raws == raws and old.keys == keys)):
+            return False
+        if snapshot is not None:
+            with self._lock:
+                self._seen[name] = snapshot
+        return True
+
+    def get(self, keys: list[bytes], raws: list[bytes], firsts: np.ndarray,
+            snapshot: Snapshot | None = None) -> Postings:
+        """The postings of a whole list (its chunk keys, values and first
+        docnos, read in ``snapshot`` — None: a snapshot that may still change)."""
         if not keys:
             return EMPTY
         name = keys[0][:-6]
@@ -166,7 +212,7 @@ class DecodedLists:
             old = self._entries.get(name)
             if old is not None:
                 self._entries.move_to_end(name)
-        if old is not None and old.raws == raws and old.keys == keys:
+        if old is not None and self._same(name, old, keys, raws, snapshot):
             return old.postings
         same = _common_start(old, keys, raws)
         fresh = decode_chunks(keys[same:], raws[same:], firsts[same:])
@@ -175,12 +221,15 @@ class DecodedLists:
             postings = Postings(*(np.concatenate([a[:keep], b]) for a, b in zip(old.postings, fresh)))
         else:
             postings = fresh
-        self._put(name, keys, raws, postings)
+        self._put(name, keys, raws, firsts, postings, snapshot)
         return postings
 
-    def _put(self, name: bytes, keys: list[bytes], raws: list[bytes], postings: Postings) -> None:
+    def _put(self, name: bytes, keys: list[bytes], raws: list[bytes], firsts: np.ndarray, postings: Postings,
+             snapshot: Snapshot | None) -> None:
         size = 24 * len(postings.docnos) + sum(map(len, raws)) + 100 * len(raws)
         if size > self.budget // 4:
+            with self._lock:
+                self._seen.pop(name, None)
             return
         for a in postings:
             a.flags.writeable = False
@@ -189,10 +238,15 @@ class DecodedLists:
             old = self._entries.pop(name, None)
             if old is not None:
                 self._held -= old.size
-            self._entries[name] = _Entry(keys, raws, postings, ends, size)
+            self._entries[name] = _Entry(keys, raws, firsts, postings, ends, size)
             self._held += size
+            if snapshot is None:
+                self._seen.pop(name, None)
+            else:
+                self._seen[name] = snapshot
             while self._held > self.budget and self._entries:
-                _, gone = self._entries.popitem(last=False)
+                gone_name, gone = self._entries.popitem(last=False)
+                self._seen.pop(gone_name, None)
                 self._held -= gone.size
 
 

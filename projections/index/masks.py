@@ -22,7 +22,7 @@ import numpy as np
 
 from eventstore.transaction import Tx, WriteTx
 
-from .arrays import tail_docnos
+from .arrays import Snapshot, tail_docnos
 from .layout import DOCS, FACETS, docno_of
 
 KEPT = 8                    # snapshots' masks kept (a few filters of the current snapshot)
@@ -71,9 +71,16 @@ def mask(tx: Tx, conditions: Sequence[Sequence[bytes]]) -> np.ndarray:
 
 
 def _name(tx: Tx, conditions: Sequence[Sequence[bytes]]) -> tuple | None:
-    if isinstance(tx, WriteTx):          # its snapshot changes as it writes
+    snap = snapshot(tx)
+    return None if snap is None else (id(snap[0]), snap[1], tuple(tuple(keys) for keys in conditions))
+
+
+def snapshot(tx: Tx) -> Snapshot | None:
+    """The store snapshot a read transaction sees (None for a write
+    transaction: its snapshot changes as it writes)."""
+    if isinstance(tx, WriteTx):
         return None
-    return id(tx.dbs), tx.txn.id(), tuple(tuple(keys) for keys in conditions)
+    return tx.dbs, tx.txn.id()
 
 
 def facet_docnos(tx: Tx, key: bytes) -> np.ndarray:
