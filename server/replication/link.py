@@ -96,9 +96,8 @@ class Link:
     # ------------------------------------------------------------ plumbing
     def _serve_loop(self) -> None:
         """The loop's thread: runs it until :meth:`close` stops it, then
-        cancels what is still pending and lets it finish before the loop is
-        closed — a task or transport must never outlive its loop (its
-        clean-up would then fail later, in whatever code runs at that time)."""
+        cancels what is still pending (what the client left running) and lets
+        it finish before closing the loop — nothing may outlive its loop."""
         loop = self._loop
         asyncio.set_event_loop(loop)
         try:
@@ -350,11 +349,6 @@ class Link:
                     await asyncio.wait_for(self._nc.close(), 2.0)
                 except Exception:                      # closing a dead connection: nothing to save
                     pass
-            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in rest:                          # what the client left running (it was disconnected)
-                task.cancel()
-            if rest:
-                await asyncio.wait(rest, timeout=2.0)
         try:
             self._submit(shut()).result(5.0)
         except Exception:                              # the loop is stuck: the daemon thread dies with us
