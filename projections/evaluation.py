@@ -220,18 +220,25 @@ class Sums:
         """The k-th best score among the documents summed (or ``among``) that
         pass (``admit``; None: all do) — a lower bound of the final k-th;
         0.0 while fewer than k pass."""
+        return self.kth_top(k, admit, among)[0]
+
+    def kth_top(self, k: int, admit: Admit | None, among: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+        """:meth:`kth`, and the best k that pass (all that pass when fewer
+        do).  Sums only grow, so after more lists are added the k-th best of
+        all is the k-th best of these and the documents in those lists."""
         docs = self.docs() if among is None else among
         if admit is not None and admit.has_set:        # one array step settles most
             docs = docs[admit.cheap(docs)]
-        if len(docs) < k:
-            return 0.0
+        if not len(docs):
+            return 0.0, docs
         single = self.single()
         values = self.content(docs) if single else self.scores(docs)
         passing, _ = _first_passing(docs, values, k, admit)
+        top = docs[np.array(passing[:k], np.int64)]
         if len(passing) < k:
-            return 0.0
+            return 0.0, top
         best = float(values[passing[k - 1]])
-        return field_score(best) if single else best
+        return (field_score(best) if single else best), top
 
     def best(self, docnos: np.ndarray, k: int, admit: Admit | None = None) -> list[int]:
         """The ``k`` of ``docnos`` that pass (``admit``; None: all do) with the

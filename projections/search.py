@@ -255,10 +255,13 @@ def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: set[in
     the candidates dropped, each group with how many of those lists its sums
     hold."""
     order = sorted(lists, key=lambda lst: -lst.weight)
-    theta = acc.kth(k, admit)
+    theta, top = acc.kth_top(k, admit)
     while order and (not prune or _bound(order) >= theta - EPS):
-        _read(order.pop(0), acc, trace)
-        theta = acc.kth(k, admit)
+        lst = order.pop(0)
+        _read(lst, acc, trace)
+        if lst.df:                     # the k-th best of all: of the best so far and the list's documents
+            added = lst.whole().docnos
+            theta, top = acc.kth_top(k, admit, np.concatenate([top[~member(top, added)], added]))
     docs = acc.docs()
     if not order:
         return np.sort(docs), [], []
