@@ -86,6 +86,7 @@ class Link:
         self._thread = threading.Thread(target=self._serve_loop, name="convmem-nats", daemon=True)
         self._thread.start()
         self._nc: Any = None
+        self._client: Any = None
         self._js: Any = None
         self._follow_task: asyncio.Task | None = None
         self._fast: dict[int, Callable[[bytes, bytes, bytes, bytes | None], bool]] = {}   # sid → raw handler
@@ -95,9 +96,7 @@ class Link:
 
     # ------------------------------------------------------------ plumbing
     def _serve_loop(self) -> None:
-        """The loop's thread: runs it until :meth:`close` stops it, then
-        cancels what is still pending (what the client left running) and lets
-        it finish before closing the loop — nothing may outlive its loop."""
+        """Runs the loop until :meth:`close`; what is left is cancelled and run out before it closes."""
         loop = self._loop
         asyncio.set_event_loop(loop)
         try:
@@ -131,11 +130,13 @@ class Link:
     async def _connect_forever(self) -> None:
         while self._nc is None:
             try:
-                self._nc = await nats.connect(
+                self._client = nats.NATS()          # held, so that close() closes it even while connecting
+                await self._client.connect(
                     servers=list(self.servers), name="convmem", connect_timeout=1, reconnect_time_wait=0.25,
                     max_reconnect_attempts=-1, allow_reconnect=True, ping_interval=2, max_outstanding_pings=3,
                     error_cb=self._on_error, disconnected_cb=self._on_disconnected,
                     reconnected_cb=self._on_reconnected)
+                self._nc = self._client
                 self._js = self._nc.jetstream(timeout=PUBLISH_TIMEOUT)
                 self._install_fast_path()
                 self.connected = True
@@ -344,9 +345,9 @@ class Link:
             if self._follow_task is not None:
                 self._follow_task.cancel()
                 await asyncio.gather(self._follow_task, return_exceptions=True)
-            if self._nc is not None:
+            if self._client is not None:              # connected, or still connecting (its socket may be open)
                 try:
-                    await asyncio.wait_for(self._nc.close(), 2.0)
+                    await asyncio.wait_for(self._client.close(), 2.0)
                 except Exception:                      # closing a dead connection: nothing to save
                     pass
         try:
