@@ -8,8 +8,9 @@ document in timestamp order, so a time window is a range of keys.
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from itertools import islice
+from functools import partial
+from itertools import islice, takewhile
+from operator import gt
 from typing import Protocol
 
 import numpy as np
@@ -116,8 +117,7 @@ class FacetFilter:
         keys: list[bytes] = []
         with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
             if cur.set_range(first):
-                keys = list(islice(cur.iternext(values=False), cap))
-        del keys[bisect_left(keys, end):]                  # keys come sorted: those past the window
+                keys = list(islice(takewhile(partial(gt, end), cur.iternext(values=False)), cap))
         if len(keys) < cap:
             self._window_found = keys          # the whole window: materialize needs no second walk
         return len(keys)
@@ -163,10 +163,7 @@ class FacetFilter:
                 keys = []
                 with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
                     if cur.set_range(first):
-                        for key in cur.iternext(values=False):
-                            if key >= end:
-                                break
-                            keys.append(key)
+                        keys = list(takewhile(partial(gt, end), cur.iternext(values=False)))
             parts.append(tail_docnos(b"".join(keys), len(time_key(0, 0))))
         parts.extend(masks.facet_docnos(self.tx, key) for key in self._keys)
         self.allowed_docnos = masks.distinct(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
