@@ -301,9 +301,11 @@ class FastCalls:
     What the SDK's dispatcher does, done alike: calls run concurrently (on the
     same pool, so at most ``CALL_THREADS`` at once); a ``notifications/cancelled``
     naming a call in flight (its id compared as the SDK compares ids) leaves the
-    call to finish — a write in progress is not torn — and unanswered; a call a
-    shutdown interrupts is answered with the SDK's "Connection closed" error
-    once its work has ended.  The notification still goes on to the SDK.
+    call to finish — a write in progress is not torn — and unanswered (the
+    notification still goes on to the SDK).  One difference, at a stop by
+    signal: the SDK answers a call whose work ends after the stop "Connection
+    closed" (-32000), even a write that committed; here such a call is answered
+    with its result (the SDK's error only for a call that never began).
 
     At the end of stdin, :meth:`drain` waits until every call the fast path took
     and every request handed to the SDK has been answered: the SDK cancels its
@@ -316,6 +318,7 @@ class FastCalls:
         self.writer: MessageWriter[SessionMessage] | None = None
         self._enabled = enabled
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
         self._state: AppState | None = None
         self._initializing: set[types.RequestId] = set()    # ids of initialize requests the SDK has not answered
         self._ready = False                                  # plain calls may take the fast path
@@ -386,24 +389,19 @@ class FastCalls:
         task.add_done_callback(self._tasks.discard)
 
     async def _run(self, running: _Call, name: str, arguments: dict[str, Any] | None) -> None:
-        assert self._state is not None and self.writer is not None
-        answering = False
+        assert self._state is not None
         try:
-            try:
+            if self._closed:                # the server stopped before this call began: it never ran
+                line = _line_of(SessionMessage(_error(running.id, CONNECTION_CLOSED, "Connection closed")))
+                answer = line.encode() + b"\n"
+            else:
                 text, is_error = await call_text(self._state, name, arguments)
-            finally:
-                key = coerce_request_id(running.id)
-                if self._in_flight.get(key) is running:
-                    del self._in_flight[key]
+                answer = _answer_line(running.id, text, is_error)
+            key = coerce_request_id(running.id)
+            if self._in_flight.get(key) is running:
+                del self._in_flight[key]
             if not running.cancelled:
-                answering = True
-                await self._write(_answer_line(running.id, text, is_error))
-        except anyio.get_cancelled_exc_class():
-            if not answering and not running.cancelled:     # shutdown, as the SDK answers it
-                with anyio.move_on_after(_SHUTDOWN_WRITE_TIMEOUT, shield=True):
-                    await self._write(_line_of(SessionMessage(_error(running.id, CONNECTION_CLOSED,
-                                                                     "Connection closed"))).encode() + b"\n")
-            raise
+                await self._write(answer)
         finally:
             self._running -= 1
             self._wake()
@@ -428,9 +426,15 @@ class FastCalls:
             self._changed.set()
 
     async def close(self) -> None:
-        """Cancel the calls still running (a stop by signal) and wait for them: each
-        waits for its work to end, then answers as the SDK answers a cancelled request."""
+        """When the server stops: the calls still running answer (their work has ended:
+        the lifespan waited for the pool), within the SDK's bound on its shutdown
+        answers; then any left (a write blocked on a full pipe) are cancelled."""
+        self._closed = True
         tasks = list(self._tasks)
+        if not tasks:
+            return
+        with anyio.move_on_after(_SHUTDOWN_WRITE_TIMEOUT, shield=True):
+            await asyncio.wait(tasks)
         for task in tasks:
             task.cancel()
         with anyio.CancelScope(shield=True):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import threading
 from pathlib import Path
@@ -280,3 +281,30 @@ def test_a_client_that_pipelines_initialize_and_calls_gets_every_answer(store_pa
     assert answers[0]["id"] == 1
     assert sorted(a["id"] for a in answers[1:]) == list(range(10, 30))
     assert all("result" in a and not a["result"]["isError"] for a in answers[1:])
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "sdk"])
+def test_sigterm_amid_calls_keeps_every_acknowledged_write_and_answers_nothing_twice(store_path, tmp_path, fast):
+    """A stop by signal while calls run: each call's answer is its result or the SDK's
+    "Connection closed" error, at most once; every acknowledged write is stored.  On the
+    fast path a write that committed is answered with its result (the SDK may answer
+    it "Connection closed")."""
+    server = Raw(store_path, tmp_path / "stderr.log", fast=fast)
+    server.send(request(1, "initialize", INITIALIZE), INITIALIZED)
+    assert json.loads(server.line())["id"] == 1
+    server.send(*_writes(40))
+    server.proc.send_signal(signal.SIGTERM)
+    try:
+        assert server.proc.wait(timeout=TIMEOUT) == 0        # a bound against hanging, not a timing assertion
+        answers = [json.loads(line) for line in server.proc.stdout.read().splitlines()]
+    finally:
+        server.close()
+    ids = [a["id"] for a in answers]
+    assert len(ids) == len(set(ids)) and set(ids) <= set(range(10, 50))
+    acknowledged = sorted(body_of(json.dumps(a).encode())["message"]["content"] for a in answers if "result" in a)
+    assert all(a["error"]["message"] == "Connection closed" for a in answers if "error" in a)
+    assert set(acknowledged) <= set(_stored(store_path))
+    if fast:
+        assert acknowledged == _stored(store_path)
+    log = (tmp_path / "stderr.log").read_text()
+    assert "SIGTERM received: stopping" in log and "Traceback" not in log
