@@ -47,7 +47,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Start-up imports ~91,000 long-lived objects (the MCP SDK): no collections while they
-    # pile up; the server freezes them and turns the collector back on (app.settle_heap).
+    # pile up; the server freezes them and turns the collector back on (_process.settle_heap).
     gc.disable()
     try:
         return _run(args)
