@@ -339,7 +339,7 @@ class FastCalls:
         self._in_flight[coerce_request_id(rid)] = running      # a duplicate id: the newer one, as the SDK does
         self._running += 1
         # an asyncio task: a quarter of the CPU of an anyio task group's (its cancel scope and
-        # bookkeeping); close() cancels the ones left, as the SDK's task group would
+        # bookkeeping); close() settles the ones left when the server stops
         task = asyncio.get_running_loop().create_task(self._run(running, name, arguments))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
