@@ -19,7 +19,12 @@ write's CPU:
 * the SDK puts a task and a memory stream on each side (a reader task parsing
   lines into a stream, a writer task draining one).  :class:`MessageReader` and
   :class:`MessageWriter` are the streams ``Server.run`` takes, doing that work
-  in the task that receives or sends: two task switches fewer per request.
+  in the task that receives or sends: two task switches fewer per request;
+* the reader may hand a message to a ``take`` hook instead of the SDK (the MCP
+  layer's fast path for ``tools/call``, which answers through
+  :meth:`MessageWriter.send_line`), and at the end of stdin it awaits a
+  ``drain`` hook before the SDK sees the end: the SDK cancels what is still
+  in flight when its input ends, so calls already read would go unanswered.
 
 :func:`until_signal` runs the server until SIGINT or SIGTERM, then cancels
 it: the lifespan's ``finally`` closes the store after the write in progress
@@ -94,11 +99,10 @@ class StdoutLines:
         if self._pollable:
             os.set_blocking(fd, False)
 
-    async def write(self, text: str) -> None:
-        """Write ``text`` whole; ``anyio.BrokenResourceError`` once the reader is gone
+    async def write(self, data: bytes) -> None:
+        """Write ``data`` whole; ``anyio.BrokenResourceError`` once the reader is gone
         (what the SDK's dispatcher expects of a stream nobody receives from: it drops
         the answer and goes on until stdin ends)."""
-        data = text.encode("utf-8")
         try:
             if not self._pollable:
                 await anyio.to_thread.run_sync(_write_all, self.fd, data)
@@ -136,13 +140,22 @@ class MessageReader(_Stream, Generic[M]):
     """The receiving stream of ``Server.run``: each line of ``lines`` made a message
     by ``parse`` (the SDK's stdio transport's parse, given by the MCP layer), in
     the task that receives it (no reading task and no stream in between).  A line
-    ``parse`` refuses goes to ``unreadable`` (which may answer it) and is skipped."""
+    ``parse`` refuses goes to ``unreadable`` (which may answer it) and is skipped.
+
+    ``take`` sees each message first: when it returns True it has taken the message
+    on (it answers it itself) and the SDK never sees it.  At the end of the lines,
+    ``drain`` is awaited before the end is reported: what was read gets answered
+    before the SDK, seeing its input end, cancels whatever is still in flight."""
 
     def __init__(self, lines: StdinLines, parse: Callable[[str], M],
-                 unreadable: Callable[[Exception], Awaitable[None]]) -> None:
+                 unreadable: Callable[[Exception], Awaitable[None]], *,
+                 take: Callable[[M], bool] = lambda _message: False,
+                 drain: Callable[[], Awaitable[None]] | None = None) -> None:
         self._lines = lines
         self._parse = parse
         self._unreadable = unreadable
+        self._take = take
+        self._drain = drain
 
     async def receive(self) -> M:
         while True:
@@ -151,11 +164,16 @@ class MessageReader(_Stream, Generic[M]):
             try:
                 line = await self._lines.__anext__()
             except StopAsyncIteration:
+                if self._drain is not None:
+                    await self._drain()
                 raise anyio.EndOfStream from None
             try:
-                return self._parse(line)
+                message = self._parse(line)
             except Exception as exc:
                 await self._unreadable(exc)
+                continue
+            if not self._take(message):
+                return message
 
     def __aiter__(self) -> MessageReader[M]:
         return self
@@ -171,17 +189,27 @@ class MessageWriter(_Stream, Generic[M]):
     """The sending stream of ``Server.run``: each message made a line by ``serialize``
     (the SDK's stdio transport's serialization, given by the MCP layer) and written
     at once by the task that sends it (no writing task and no stream in between);
-    one message at a time, so the lines of concurrent senders never interleave."""
+    one message at a time, so the lines of concurrent senders never interleave.
+    ``sent`` sees each message before it is written (the MCP layer learns from
+    it which requests the SDK has answered)."""
 
-    def __init__(self, out: StdoutLines, serialize: Callable[[M], str]) -> None:
+    def __init__(self, out: StdoutLines, serialize: Callable[[M], str], *,
+                 sent: Callable[[M], None] = lambda _message: None) -> None:
         self._out = out
         self._serialize = serialize
+        self._sent = sent
         self._lock = anyio.Lock(fast_acquire=True)
 
     async def send(self, item: M, /) -> None:
+        self._sent(item)
         if self._closed:
             raise anyio.ClosedResourceError
-        line = self._serialize(item) + "\n"
+        await self.send_line((self._serialize(item) + "\n").encode("utf-8"))
+
+    async def send_line(self, line: bytes) -> None:
+        """Write one line already serialized (ending in a newline), between the lines
+        of other senders.  Open to the fast path after the SDK has closed this stream:
+        the descriptor stays open until the server has ended."""
         async with self._lock:
             await self._out.write(line)
 

@@ -15,29 +15,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import mcp.types as types
+import pydantic_core
 from mcp.server.lowlevel import Server
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
+from mcp_types import CONNECTION_CLOSED, methods
 
 from eventstore.errors import ConvMemError, InternalError
 
 from . import render
+from ._process import in_thread, settle_heap
 from ._stdio import MessageReader, MessageWriter, StdinLines, StdoutLines, claimed_stdio, until_signal
 from .service import MemoryService
 from .tools import BY_NAME, TOOLS
 
 log = logging.getLogger("convmem")
-T = TypeVar("T")
 VERSION = "0.1.0"
 CALL_THREADS = 40                   # tool calls running at once (anyio's default thread limit)
 INSTRUCTIONS = ("Tiny ConvMem stores conversation messages and distilled memories durably. "
@@ -61,65 +63,20 @@ def _tool(spec) -> types.Tool:
                                                         open_world_hint=False))
 
 
-def _result(body: dict, is_error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=render.dumps(body))],
-                                is_error=is_error)
-
-
-def error_result(code: str, message: str) -> types.CallToolResult:
-    return _result({"status": "ERROR", "error": {"code": code, "message": message}}, is_error=True)
-
-
-def settle_heap() -> None:
-    """Once, when a serving process starts: collect, move every object alive (modules,
-    the SDK's pydantic models and schemas) to the collector's permanent generation,
-    and turn the collector back on (``convmem serve`` turns it off while importing).
-
-    Python's cyclic collector walks every tracked object in a full (generation 2)
-    collection; the ~91,000 objects the imports leave made each one a 20–130 ms
-    pause in the middle of a request — the server's largest latency stalls.
-    Frozen objects are never walked again; what requests allocate is still
-    collected as before, and the objects alive do not grow with the number of
-    requests (~800 tracked objects besides the frozen ones after 3,000 writes),
-    so nothing unbounded is pinned.  It runs before the store opens: a replay
-    at open (a large log) runs with the collector on.
-    """
-    start = time.perf_counter()
-    gc.collect()
-    gc.freeze()
-    gc.enable()
-    log.debug("heap settled: %d objects frozen in %.1f ms", gc.get_freeze_count(),
-              (time.perf_counter() - start) * 1000)
-
-
-async def in_thread(pool: ThreadPoolExecutor, fn: Callable[[], T]) -> T:
-    """``fn()`` on a thread of ``pool``, awaited through one asyncio future: about
-    0.1M instructions less per call than ``anyio.to_thread.run_sync`` (its
-    capacity limiter, cancel scopes and per-call bookkeeping).  As with that call,
-    a caller cancelled while ``fn`` runs waits until it has returned (a write in
-    progress ends before the store can close), then is cancelled."""
-    future = pool.submit(fn)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:                    # another anyio backend: wait in a worker thread
-        return await anyio.to_thread.run_sync(future.result)
-    try:
-        return await asyncio.wrap_future(future)
-    except asyncio.CancelledError:
-        if not future.cancelled():          # it had begun: let it end first
-            with anyio.CancelScope(shield=True):
-                await asyncio.wait([asyncio.wrap_future(future)])
-        raise
-
-
 async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResult:
     """Run one tool call to completion; never raises."""
+    text, is_error = await call_text(state, name, arguments)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
+
+
+async def call_text(state: AppState, name: str, arguments: Any) -> tuple[str, bool]:
+    """Run one tool call to completion: its result's JSON text and ``isError``; never raises."""
     spec = BY_NAME.get(name)
     if spec is None:
-        return error_result("VALIDATION_ERROR", "name: is not one of the seven tools")
+        return _error_text("VALIDATION_ERROR", "name: is not one of the seven tools")
     if state.service is None:
         error = state.open_error or InternalError("the store is not open")
-        return error_result(error.code, error.message)
+        return _error_text(error.code, error.message)
     work = functools.partial(spec.call, state.service, arguments)
     try:
         # writes too run on worker threads: a lone one commits there, and the service's
@@ -127,18 +84,24 @@ async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResu
         body = await in_thread(state.calls, work)
     except InternalError as exc:         # a bug the store caught: its cause's traceback to stderr
         log.error("internal error in %s", name, exc_info=exc)
-        return error_result(exc.code, exc.message)
+        return _error_text(exc.code, exc.message)
     except ConvMemError as exc:
-        return error_result(exc.code, exc.message)
+        return _error_text(exc.code, exc.message)
     except Exception:
         log.exception("unexpected error in %s", name)
-        return error_result("INTERNAL_ERROR", f"{name}: unexpected internal error (see server log)")
-    return _result(body)
+        return _error_text("INTERNAL_ERROR", f"{name}: unexpected internal error (see server log)")
+    return render.dumps(body), False
 
 
-def build_server(store_path: str, *, settle: bool = False, **service_options) -> Server:
+def _error_text(code: str, message: str) -> tuple[str, bool]:
+    return render.dumps({"status": "ERROR", "error": {"code": code, "message": message}}), True
+
+
+def build_server(store_path: str, *, settle: bool = False, opened: Callable[[AppState], None] | None = None,
+                 **service_options) -> Server:
     """The MCP server; ``settle``: :func:`settle_heap` when it starts (a serving
-    process does; a test building servers in its own process does not)."""
+    process does; a test building servers in its own process does not);
+    ``opened``: told the lifespan's state once the store is open (or failed to)."""
     @contextlib.asynccontextmanager
     async def lifespan(_server: Server) -> AsyncIterator[AppState]:
         if settle:
@@ -152,8 +115,11 @@ def build_server(store_path: str, *, settle: bool = False, **service_options) ->
         except ConvMemError as exc:
             open_error = exc
             log.error("cannot open the store at %s: %s", store_path, exc.message)
+        state = AppState(service, open_error, writer, calls)
+        if opened is not None:
+            opened(state)
         try:
-            yield AppState(service, open_error, writer, calls)
+            yield state
         finally:
             calls.shutdown(wait=True)
             if service is not None:
@@ -236,17 +202,246 @@ def _error(rid: str | int | None, code: int, message: str) -> types.JSONRPCError
     return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
 
 
-async def serve_stdio(store_path: str, **service_options) -> str | None:
-    """Serve until stdin ends or SIGINT/SIGTERM arrives; the signal's name, if one stopped it."""
-    server = build_server(store_path, settle=True, **service_options)
-
+async def serve_stdio(store_path: str, *, fast_calls: bool = True, **service_options) -> str | None:
+    """Serve until stdin ends or SIGINT/SIGTERM arrives; the signal's name, if one stopped it.
+    ``fast_calls``: plain ``tools/call`` requests take :class:`FastCalls` (else all go through the SDK)."""
     async def run() -> None:
         with claimed_stdio() as (stdin, stdout):
             out = StdoutLines(stdout)
+            fast = FastCalls(enabled=fast_calls)
             try:
-                writer = MessageWriter(out, _line_of)
-                reader = MessageReader(StdinLines(stdin), _parse_line, functools.partial(_answer_unreadable, writer))
+                writer = MessageWriter(out, _line_of, sent=fast.sent)
+                fast.writer = writer
+                server = build_server(store_path, settle=True, opened=fast.opened, **service_options)
+                unreadable = functools.partial(_answer_unreadable, writer)
+                reader = MessageReader(StdinLines(stdin), _parse_line, unreadable, take=fast.take, drain=fast.drain)
                 await server.run(reader, writer, server.create_initialization_options())
             finally:
+                await fast.close()
                 out.close()
     return await until_signal(run)
+
+
+# ------------------------------------------------------------------ the stdio fast path
+@dataclass(slots=True)
+class _Call:
+    """A ``tools/call`` the fast path runs: its id, and whether the client cancelled it."""
+
+    id: types.RequestId
+    cancelled: bool = False
+
+
+class FastCalls:
+    """The stdio transport's short way for a plain ``tools/call``.
+
+    Through the SDK a tool call costs ~0.9M instructions beyond the tool's own work:
+    a memory stream between its reader and its dispatcher, the request's task,
+    context and session objects, the request validated against the protocol
+    version's schema and then as ``CallToolRequestParams``, the result built as
+    ``CallToolResult``, dumped, validated and dumped again by the version's
+    schema, then wrapped in ``JSONRPCResponse`` and serialized.  Here the reader
+    hands over a plain call, :func:`call_text` runs it on the same thread pool
+    and its line is written from a template that is the SDK's serialization
+    byte for byte (checked, for the version the client negotiated, before the
+    first call takes this way: :func:`_template_holds`).
+
+    A call is *plain*, and taken here, only when the SDK would surely run it
+    and answer with the tool's result: its connection is past an ``initialize``
+    the SDK answered with a result (so the SDK holds it initialized, in the
+    handshake era), and its params hold exactly ``name`` (a string), optionally
+    ``arguments`` (an object) and ``_meta`` holding nothing but a string or
+    integer ``progressToken`` (the tools never report progress).  Everything
+    else — other methods, notifications, responses, a second ``initialize``
+    until the SDK answers it, odd params — goes to the SDK unchanged.
+
+    What the SDK's dispatcher does, done alike: calls run concurrently (on the
+    same pool, so at most ``CALL_THREADS`` at once); a ``notifications/cancelled``
+    naming a call in flight (its id compared as the SDK compares ids) leaves the
+    call to finish — a write in progress is not torn — and unanswered (the
+    notification still goes on to the SDK).  One difference, at a stop by
+    signal: the SDK answers a call whose work ends after the stop "Connection
+    closed" (-32000), even a write that committed; here such a call is answered
+    with its result (the SDK's error only for a call that never began).
+
+    At the end of stdin, :meth:`drain` waits until every call the fast path took
+    and every request handed to the SDK has been answered: the SDK cancels its
+    requests still in flight when its input ends (some never started, and were
+    never answered).  ``enabled=False`` (``CONVMEM_STDIO_FASTCALL=0``) sends
+    every call through the SDK; the draining stays.
+    """
+
+    def __init__(self, *, enabled: bool = True) -> None:
+        self.writer: MessageWriter[SessionMessage] | None = None
+        self._enabled = enabled
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self._state: AppState | None = None
+        self._initializing: set[types.RequestId] = set()    # ids of initialize requests the SDK has not answered
+        self._ready = False                                  # plain calls may take the fast path
+        self._in_flight: dict[types.RequestId, _Call] = {}   # by coerced id, as the SDK's dispatcher keys them
+        self._running = 0                                    # fast calls not yet settled
+        self._sdk_pending: dict[types.RequestId, int] = {}   # requests handed to the SDK, not yet answered
+        self._changed: anyio.Event | None = None
+
+    def opened(self, state: AppState) -> None:
+        self._state = state
+
+    # ---- the reader's hook
+    def take(self, item: SessionMessage) -> bool:
+        """Whether the fast path takes ``item`` on (else it goes to the SDK)."""
+        message = item.message
+        if isinstance(message, types.JSONRPCRequest):
+            if self._ready and message.method == "tools/call" and (plain := _plain_call(message.params)) is not None:
+                self._start(message.id, *plain)
+                return True
+            key = coerce_request_id(message.id)
+            self._sdk_pending[key] = self._sdk_pending.get(key, 0) + 1
+            if message.method == "initialize":
+                self._ready = False                     # until the SDK has answered it
+                self._initializing.add(message.id)
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            self._cancelled(message.params)
+        return False
+
+    def _cancelled(self, params: dict[str, Any] | None) -> None:
+        rid = cancelled_request_id_from_params(params)
+        if rid is None:
+            return
+        key = coerce_request_id(rid)
+        if (running := self._in_flight.get(key)) is not None:
+            running.cancelled = True
+        if key in self._sdk_pending:                    # in flight at the SDK: it will not answer it
+            self._answered(key)
+
+    # ---- the writer's hook
+    def sent(self, item: SessionMessage) -> None:
+        """Note an answer the SDK writes."""
+        message = item.message
+        if not isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) or message.id is None:
+            return
+        if message.id in self._initializing:
+            self._initializing.discard(message.id)
+            version = message.result.get("protocolVersion") if isinstance(message, types.JSONRPCResponse) else None
+            self._ready = self._enabled and isinstance(version, str) and _template_holds(version)
+        key = coerce_request_id(message.id)
+        if key in self._sdk_pending:
+            self._answered(key)
+
+    def _answered(self, key: types.RequestId) -> None:
+        left = self._sdk_pending.pop(key) - 1
+        if left:
+            self._sdk_pending[key] = left
+        self._wake()
+
+    # ---- running a call
+    def _start(self, rid: types.RequestId, name: str, arguments: dict[str, Any] | None) -> None:
+        running = _Call(rid)
+        self._in_flight[coerce_request_id(rid)] = running      # a duplicate id: the newer one, as the SDK does
+        self._running += 1
+        # an asyncio task: a quarter of the CPU of an anyio task group's (its cancel scope and
+        # bookkeeping); close() settles the ones left when the server stops
+        task = asyncio.get_running_loop().create_task(self._run(running, name, arguments))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, running: _Call, name: str, arguments: dict[str, Any] | None) -> None:
+        assert self._state is not None
+        try:
+            if self._closed:                # the server stopped before this call began: it never ran
+                line = _line_of(SessionMessage(_error(running.id, CONNECTION_CLOSED, "Connection closed")))
+                answer = line.encode() + b"\n"
+            else:
+                text, is_error = await call_text(self._state, name, arguments)
+                answer = _answer_line(running.id, text, is_error)
+            key = coerce_request_id(running.id)
+            if self._in_flight.get(key) is running:
+                del self._in_flight[key]
+            if not running.cancelled:
+                await self._write(answer)
+        finally:
+            self._running -= 1
+            self._wake()
+
+    async def _write(self, line: bytes) -> None:
+        assert self.writer is not None
+        try:
+            await self.writer.send_line(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):    # nobody reads: dropped, as the SDK does
+            log.debug("dropped an answer: stdout is closed")
+
+    # ---- the end of stdin
+    async def drain(self) -> None:
+        """Until every call read has been answered (or cancelled by the client)."""
+        while self._running or self._sdk_pending:
+            self._changed = anyio.Event()
+            await self._changed.wait()
+        self._changed = None
+
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+
+    async def close(self) -> None:
+        """When the server stops: the calls still running answer (their work has ended:
+        the lifespan waited for the pool), within the SDK's bound on its shutdown
+        answers; then any left (a write blocked on a full pipe) are cancelled."""
+        self._closed = True
+        tasks = list(self._tasks)
+        if not tasks:
+            return
+        with anyio.move_on_after(_SHUTDOWN_WRITE_TIMEOUT, shield=True):
+            await asyncio.wait(tasks)
+        for task in tasks:
+            task.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+_SHUTDOWN_WRITE_TIMEOUT = 1.0       # the SDK's bound on its shutdown answer
+_PROGRESS_ONLY = frozenset({"progressToken"})
+
+
+def _plain_call(params: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None] | None:
+    """``(name, arguments)`` of a plain ``tools/call`` (see :class:`FastCalls`), else None."""
+    if type(params) is not dict or type(name := params.get("name")) is not str:
+        return None
+    fields = 1
+    arguments = params.get("arguments")
+    if arguments is not None or "arguments" in params:
+        if type(arguments) is not dict:
+            return None
+        fields += 1
+    if (meta := params.get("_meta")) is not None or "_meta" in params:
+        if type(meta) is not dict or not meta.keys() <= _PROGRESS_ONLY:
+            return None
+        token = meta.get("progressToken")
+        if "progressToken" in meta and type(token) is not str and type(token) is not int:
+            return None
+        fields += 1
+    return (name, arguments) if len(params) == fields else None
+
+
+def _answer_line(rid: types.RequestId, text: str, is_error: bool) -> bytes:
+    """The line the SDK writes for a tool result of one text block, without building it."""
+    return b"".join((b'{"jsonrpc":"2.0","id":', pydantic_core.to_json(rid), b',"result":{"content":[{"text":',
+                     pydantic_core.to_json(text), b',"type":"text"}],"isError":true}}\n' if is_error else
+                     b',"type":"text"}],"isError":false}}\n'))
+
+
+@functools.cache
+def _template_holds(version: str) -> bool:
+    """Whether :func:`_answer_line` writes what the SDK writes for a tool result at ``version``."""
+    text = 'quote " backslash \\ newline \n tab \t bell \x07 del \x7f é 日本語 😀 \u2028 </script>'
+    try:
+        for rid in (7, "id \" 7"):
+            for is_error in (False, True):
+                result = types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
+                wire = methods.serialize_server_result(
+                    "tools/call", version, result.model_dump(by_alias=True, mode="json", exclude_none=True))
+                line = _line_of(SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=rid, result=wire)))
+                if (line + "\n").encode() != _answer_line(rid, text, is_error):
+                    raise ValueError("the SDK's line differs")
+    except Exception as exc:
+        log.warning("tools/call takes the SDK's way at protocol %s: %s", version, exc)
+        return False
+    return True

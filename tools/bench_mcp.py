@@ -4,6 +4,10 @@
     python -m tools.bench_mcp --messages 2000 --starts 3 --json OUT
     python -m tools.bench_mcp --http               the same over streamable HTTP
     python -m tools.bench_mcp --only-writes         the sequential writes alone (quick before/after runs)
+    python -m tools.bench_mcp --only-writes --writes 300 --callgrind OUT
+                                                    the server under callgrind: instructions a write
+    python -m tools.bench_mcp --only-writes --no-fastcall
+                                                    every tools/call through the SDK's dispatch
 
 Everything goes through a real ``convmem serve`` subprocess and the official
 SDK client (``mcp.Client`` + ``StdioServerParameters``), so each figure
@@ -23,6 +27,17 @@ LMDB commit:
   initialize handshake desktop hosts use; ``auto`` is the SDK default); the
   median counts.
 
+With ``--callgrind OUT`` the server runs under ``valgrind --tool=callgrind``
+(all its threads in one count), ``--warmup`` writes go first, then its
+counters are zeroed, the timed writes run, and the counts are dumped to
+``OUT.*``: the row gains ``server_instructions``, instructions a write (each
+zero and dump is sent while a ``ping`` wakes the idle server, whose handling
+falls partly inside the count; its times are valgrind's, not the server's).
+
+The server is ``convmem`` beside the Python running this (a virtual
+environment's own script), else ``python -m server.cli`` from this tree; the
+command is printed on stderr.
+
 Targets: write p50 ≤ 2 ms, search p50 ≤ 5 ms, start median ≤ 1 s.  Prints a
 table and one JSON line on stdout; progress goes to stderr.
 """
@@ -31,15 +46,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
+import glob
 import itertools
 import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 
 import anyio
@@ -52,10 +71,45 @@ TARGETS = {"write_message": 2.0, "search_messages": 5.0, "start_legacy": 1000.0}
 HTTP_TARGETS = {"write_message": 3.0, "search_messages": 6.0, "start_http": 1000.0}     # issue 13
 
 
-def server_parameters(store: str) -> StdioServerParameters:
+def server_parameters(store: str, *, fastcall: bool = True, callgrind: str | None = None) -> StdioServerParameters:
     """``convmem serve`` on ``store``: the console script beside this Python (what a host
-    runs), else ``-m server.cli``; warnings and errors only on stderr."""
-    return mcp_client.server_parameters(store, console_script=True)
+    runs), else ``-m server.cli``; warnings and errors only on stderr.  ``fastcall=False``:
+    ``CONVMEM_STDIO_FASTCALL=0``; ``callgrind``: under callgrind, its output files named so."""
+    params = mcp_client.server_parameters(store, console_script=callgrind is None)
+    if callgrind is not None:
+        params.args = [params.command, *params.args]
+        params.command = "valgrind"
+        params.args[:0] = ["--tool=callgrind", f"--callgrind-out-file={callgrind}", "--quiet"]
+    if not fastcall:
+        params.env = {"CONVMEM_STDIO_FASTCALL": "0"}
+    return params
+
+
+class Callgrind:
+    """Zeroes and dumps the counters of the server running under callgrind (the child of
+    this process).  callgrind reads its commands only while the server runs code, so a
+    ``ping`` is sent meanwhile to wake the idle event loop."""
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+
+    async def command(self, client: Client, option: str) -> None:
+        (pid,) = _children()
+        control = subprocess.Popen(["callgrind_control", option, str(pid)], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        while control.poll() is None:
+            with warnings.catch_warnings():           # ping: deprecated at 2026-07-28, served in legacy mode
+                warnings.simplefilter("ignore")
+                await client.send_ping()
+            await anyio.sleep(0.05)
+        if control.returncode:
+            raise RuntimeError(f"callgrind_control {option} {pid} failed")
+
+    def instructions(self) -> int:
+        """The instructions of the last dump (its ``totals:`` line)."""
+        dumps = sorted(glob.glob(self.out + ".*"), key=os.path.getmtime)
+        with open(dumps[-1], encoding="utf-8") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith(("totals:", "summary:")))
 
 
 def turns(path: str, n: int) -> Iterator[dict]:
@@ -82,17 +136,23 @@ async def checked(client: Client, name: str, arguments: dict) -> dict:
     return body
 
 
+def _children() -> list[str]:
+    """The pids of this process's children still running (the server)."""
+    pids = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/children") as f:
+            pids += f.read().split()
+    return pids
+
+
 def _children_cpu() -> float:
     """CPU seconds (user + system) of this process's children still running (the server)."""
     total = 0.0
-    for tid in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{tid}/children") as f:
-            pids = f.read().split()
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    for pid in _children():
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
 
@@ -150,21 +210,34 @@ async def _over_http(store: str):
 
 
 @contextlib.asynccontextmanager
-async def _over_stdio(store: str):
-    async with mcp_client.connect(server_parameters(store), mode="legacy") as client:
+async def _over_stdio(store: str, **options):
+    params = server_parameters(store, **options)
+    progress("server: " + " ".join([params.command, *params.args]))
+    async with mcp_client.connect(params, mode="legacy") as client:
         yield client, _children_cpu
 
 
 async def run(store: str, data: str, messages: int, writes: int, concurrency: int, starts: int,
-              http: bool = False, only_writes: bool = False) -> dict:
-    argument_sets = turns(os.path.join(data, "locomo-dev.json"), messages)
+              http: bool = False, only_writes: bool = False, *, warmup: int = 0, fastcall: bool = True,
+              callgrind: str | None = None) -> dict:
+    argument_sets = turns(os.path.join(data, "locomo-dev.json"), messages + warmup)
     results: dict[str, dict] = {}
-    async with (_over_http if http else _over_stdio)(store) as (client, server_cpu):
+    counter = Callgrind(callgrind) if callgrind else None
+    connected = _over_http(store) if http else _over_stdio(store, fastcall=fastcall, callgrind=callgrind)
+    async with connected as (client, server_cpu):
+        if warmup:
+            progress(f"warm-up: {warmup} sequential write_message calls")
+            await timed_calls(client, "write_message", itertools.islice(argument_sets, warmup))
+        if counter:
+            await counter.command(client, "--zero")
         progress(f"write_message: {writes} sequential calls")
         cpu0 = server_cpu()
         results["write_message"] = summary(await timed_calls(
             client, "write_message", itertools.islice(argument_sets, writes)))
         results["write_message"]["server_cpu_ms"] = round((server_cpu() - cpu0) * 1000 / writes, 3)
+        if counter:
+            await counter.command(client, "--dump")
+            results["write_message"]["server_instructions"] = round(counter.instructions() / writes)
         if only_writes:
             health = await checked(client, "get_system_health", {})
             return {"messages": health["active_messages"], "log_size": health["log_size"], "results": results,
@@ -196,6 +269,9 @@ def table(record: dict, targets: dict[str, float] = TARGETS) -> str:
                     f"{s['mean']:>10.2f}  {mark}")
     if "server_cpu_ms" in record["results"].get("write_message", {}):
         rows.append(f"(server CPU per sequential write: {record['results']['write_message']['server_cpu_ms']} ms)")
+    if "server_instructions" in record["results"].get("write_message", {}):
+        rows.append(f"(server instructions per sequential write: "
+                    f"{record['results']['write_message']['server_instructions']:,})")
     rows.append(f"(store: {record['messages']} messages, events sub-database {record['log_size']} bytes; "
                 f"start rows: median of the runs; load average {' '.join(map(str, record.get('load', [])))})")
     return "\n".join(rows)
@@ -213,7 +289,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--http", action="store_true", help="over streamable HTTP (convmem serve --http) instead of stdio")
     p.add_argument("--only-writes", action="store_true", help="time the sequential writes only (no fill, search "
                    "or start rows): for quick before/after runs")
+    p.add_argument("--warmup", type=int, default=None, help="write_message calls before the timed ones (0; 50 "
+                   "with --callgrind)")
+    p.add_argument("--no-fastcall", action="store_true", help="stdio: every tools/call through the SDK's dispatch "
+                   "(CONVMEM_STDIO_FASTCALL=0)")
+    p.add_argument("--callgrind", metavar="OUT", default=None, help="stdio, with --only-writes: run the server under "
+                   "callgrind and report its instructions per timed write (output files OUT.*)")
     args = p.parse_args(argv)
+    if args.callgrind and (args.http or not args.only_writes):
+        p.error("--callgrind goes with --only-writes over stdio")
+    warmup = args.warmup if args.warmup is not None else (50 if args.callgrind else 0)
     with contextlib.ExitStack() as stack:
         if args.store is None:
             tmp = tempfile.mkdtemp(prefix="convmem-bench-")
@@ -221,8 +306,9 @@ def main(argv: list[str] | None = None) -> int:
             store = os.path.join(tmp, "store")
         else:
             store = args.store
-        record = anyio.run(run, store, args.data, max(args.messages, args.writes), args.writes,
-                           args.fill_concurrency, args.starts, args.http, args.only_writes)
+        record = anyio.run(functools.partial(
+            run, store, args.data, max(args.messages, args.writes), args.writes, args.fill_concurrency, args.starts,
+            args.http, args.only_writes, warmup=warmup, fastcall=not args.no_fastcall, callgrind=args.callgrind))
     print(table(record, HTTP_TARGETS if args.http else TARGETS))
     line = json.dumps({"bench": "mcp_http" if args.http else "mcp_stdio", **record}, separators=(",", ":"))
     print(line)

@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
+import os
 import sys
 
 from ..replication import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, parse_settings
 from ._common import CommandError, check_usable, store_path
+
+FASTCALL_ENV = "CONVMEM_STDIO_FASTCALL"     # "0": every tools/call through the SDK's dispatch (app.FastCalls)
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -44,7 +47,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Start-up imports ~91,000 long-lived objects (the MCP SDK): no collections while they
-    # pile up; the server freezes them and turns the collector back on (app.settle_heap).
+    # pile up; the server freezes them and turns the collector back on (_process.settle_heap).
     gc.disable()
     try:
         return _run(args)
@@ -65,7 +68,8 @@ def _run(args: argparse.Namespace) -> int:
     if sys.stdin is None or sys.stdout is None:        # closed when the process started
         raise CommandError("stdin or stdout is closed: `convmem serve` reads MCP requests on stdin and "
                            "answers on stdout (an MCP host connects both)")
-    anyio.run(lambda: serve_stdio(path, **options))
+    fast_calls = os.environ.get(FASTCALL_ENV, "1") != "0"
+    anyio.run(lambda: serve_stdio(path, fast_calls=fast_calls, **options))
     return 0
 
 
