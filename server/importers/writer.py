@@ -202,7 +202,7 @@ class _Plan:
                 else [f"dry-run-{self.written - len(new) + n}" for n in range(len(new))])
         for turn, mid in zip(new, mids):
             added[turn.session_id][turn.import_id] = mid
-        at = 0
+        at, ready = 0, []        # events to append now, in one step
         for count, changed in plans:
             events = [(turn, mid, False) for turn, mid in zip(new[at:at + count], mids[at:at + count])]
             events += [(t, m, True) for t, m in changed]
@@ -212,7 +212,8 @@ class _Plan:
             elif self.held:
                 self.held.extend(events)
             else:
-                self._append(events)
+                ready.extend(events)
+        self._append(ready)
 
     def _ahead(self, turn: Turn) -> bool:
         """Whether a relation of ``turn`` names a turn not met yet."""
@@ -221,11 +222,22 @@ class _Plan:
                    for _, key in turn.relations)
 
     def _append(self, events: list[tuple[Turn, str, bool]]) -> None:
+        """Append the events in turn (the written messages of a run in one step)."""
+        written: list[MessageWritten] = []
         for turn, mid, update in events:
-            if update:
-                self._update(turn, mid)
-            elif self.w is not None:
-                self.w.append(MessageWritten(self.writer._message(turn, mid, self.added)))
+            if not update:
+                if self.w is not None:
+                    written.append(MessageWritten(self.writer._message(turn, mid, self.added)))
+                continue
+            if written:
+                self._write(written)
+                written = []
+            self._update(turn, mid)
+        self._write(written)
+
+    def _write(self, written: list[MessageWritten]) -> None:
+        if written and self.w is not None:
+            self.w.append_many(written)
 
     def _update(self, turn: Turn, mid: str) -> None:
         """Bring the stored message up to date with ``turn`` (a dry run counts it)."""
