@@ -21,21 +21,23 @@ SMALL = IndexConfig(merge_at=3, chunk=4, build_batch=2, bulk_hold=5, second_proc
 WORDS = ("deploy", "failed", "billing", "retry", "会議", "zq")
 
 
-def message_id(n: int) -> str:
-    return ids.to_str(((1_700_000_000_000 + n) << 80 | n).to_bytes(16, "big"))
+def message_id(n: int, back: int = 0) -> str:
+    """The ``n``th message's id; ``back`` ms earlier than its turn (an id lower than earlier messages')."""
+    return ids.to_str(((1_700_000_000_000 + n - back) << 80 | n).to_bytes(16, "big"))
 
 
 @st.composite
 def logs(draw) -> list:
     """A log of messages written, updated and deleted across sessions (updates
-    and deletes of live messages; relations to earlier and unknown ids)."""
+    and deletes of live messages; relations to earlier and unknown ids; now
+    and then a message whose id sorts before earlier ones', as the log allows)."""
     events: list = []
     live: dict[str, int] = {}            # id -> revision
     for n in range(1, draw(st.integers(1, 40)) + 1):
         op = draw(st.sampled_from(("write", "write", "write", "update", "delete"))) if live else "write"
         text = " ".join(draw(st.lists(st.sampled_from(WORDS), max_size=6)))
         if op == "write":
-            mid = message_id(n)
+            mid = message_id(n, draw(st.sampled_from((0, 0, 0, 0, 5, 100))))
             meta = draw(metadata(list(live)))
             events.append(MessageWritten(Message(mid, draw(st.sampled_from(SESSIONS)), draw(roles), text,
                                                  1_700_000_000_000 + n - draw(st.integers(0, 3)),
