@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
-from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata
+from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata, metadata, written
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history, messages
 
@@ -36,6 +36,7 @@ from .turns import IMPORT_ID_PREFIX, Report, Turn, import_id
 
 BATCH = 20_000          # turns per transaction
 RUN = 256               # items a batch takes at once (their ids given in one step)
+_IMPORTANCE = Metadata().importance     # an imported message's (the default)
 
 
 Item = Turn | list[Turn]      # a turn, or turns that refer to one another (written in one transaction)
@@ -123,6 +124,10 @@ class Writer:
             self.progress(self.report)
 
     def _message(self, turn: Turn, mid: str, added: dict[str, dict[str, str]]) -> Message:
+        return self._written(turn, mid, added).message
+
+    def _written(self, turn: Turn, mid: str, added: dict[str, dict[str, str]]) -> MessageWritten:
+        """The event writing ``turn`` as message ``mid`` (built at once: :func:`eventstore.events.written`)."""
         sid = turn.session_id
         rels = []
         for rtype, key in turn.relations:
@@ -130,11 +135,9 @@ class Writer:
             target = added[sid].get(source) or self.known[sid].get(source)
             if target is not None and target != mid:
                 rels.append((rtype, target))
-        meta = Metadata(tags=turn.tags, memory_kind=turn.kind, tool_call_id=turn.tool_call_id,
-                        summary=turn.summary, relations=tuple(dict.fromkeys(rels)),
-                        source_message_ids=(turn.import_id,),
-                        memory_tier="long" if turn.kind == "semantic" else "short")
-        return Message(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta)
+        meta = metadata(turn.tags, "long" if turn.kind == "semantic" else "short", turn.kind, _IMPORTANCE,
+                        turn.tool_call_id, turn.summary, tuple(dict.fromkeys(rels)), (turn.import_id,))
+        return written(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta)
 
     def _known(self, tx: Tx, session_id: str) -> dict[str, str]:
         """The import ids of the session's live messages, read once per run."""
@@ -223,21 +226,21 @@ class _Plan:
 
     def _append(self, events: list[tuple[Turn, str, bool]]) -> None:
         """Append the events in turn (the written messages of a run in one step)."""
-        written: list[MessageWritten] = []
+        run: list[MessageWritten] = []
         for turn, mid, update in events:
             if not update:
                 if self.w is not None:
-                    written.append(MessageWritten(self.writer._message(turn, mid, self.added)))
+                    run.append(self.writer._written(turn, mid, self.added))
                 continue
-            if written:
-                self._write(written)
-                written = []
+            if run:
+                self._write(run)
+                run = []
             self._update(turn, mid)
-        self._write(written)
+        self._write(run)
 
-    def _write(self, written: list[MessageWritten]) -> None:
-        if written and self.w is not None:
-            self.w.append_many(written)
+    def _write(self, run: list[MessageWritten]) -> None:
+        if run and self.w is not None:
+            self.w.append_many(run)
 
     def _update(self, turn: Turn, mid: str) -> None:
         """Bring the stored message up to date with ``turn`` (a dry run counts it)."""
