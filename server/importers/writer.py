@@ -136,7 +136,8 @@ class Writer:
             if target is not None and target != mid:
                 rels.append((rtype, target))
         meta = metadata(turn.tags, "long" if turn.kind == "semantic" else "short", turn.kind, _IMPORTANCE,
-                        turn.tool_call_id, turn.summary, tuple(dict.fromkeys(rels)), (turn.import_id,))
+                        turn.tool_call_id, turn.summary, tuple(dict.fromkeys(rels)) if rels else (),
+                        (turn.import_id,))
         return written(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta)
 
     def _known(self, tx: Tx, session_id: str) -> dict[str, str]:
@@ -181,23 +182,25 @@ class _Plan:
         known_of, added = self.writer._known, self.added
         new: list[Turn] = []
         plans: list[tuple[int, list[tuple[Turn, str]]]] = []   # per item: its new turns, then its updates
+        sid, known, mine = None, {}, {}                          # the last turn's session (turns come in runs)
         for item in items:
             turns = item if isinstance(item, list) else (item,)
             self.count += len(turns)
             first = len(new)
             changed: list[tuple[Turn, str]] = []
             for turn in turns:
-                known = known_of(self.tx, turn.session_id)
-                mine = added.get(turn.session_id)
-                if mine is None:
-                    mine = added[turn.session_id] = {}
-                if turn.import_id in known or turn.import_id in mine:
-                    if turn.updatable and turn.import_id in known:
-                        changed.append((turn, known[turn.import_id]))
+                if turn.session_id != sid:
+                    sid = turn.session_id
+                    known = known_of(self.tx, sid)
+                    mine = added.setdefault(sid, {})
+                key = turn.import_id
+                if key in known or key in mine:
+                    if turn.updatable and key in known:
+                        changed.append((turn, known[key]))
                     else:
                         self.present += 1
                     continue
-                mine[turn.import_id] = ""            # its id comes below
+                mine[key] = ""            # its id comes below
                 new.append(turn)
             plans.append((len(new) - first, changed))
         self.written += len(new)
@@ -205,15 +208,26 @@ class _Plan:
                 else [f"dry-run-{self.written - len(new) + n}" for n in range(len(new))])
         for turn, mid in zip(new, mids):
             added[turn.session_id][turn.import_id] = mid
-        at, ready = 0, []        # events to append now, in one step
+        at, ready, held = 0, [], self.held       # ready: events to append now, in one step
         for count, changed in plans:
+            if count == 1 and not changed:      # the usual item: one new turn
+                turn = new[at]
+                event = (turn, mids[at], False)
+                at += 1
+                if held:
+                    held.append(event)
+                elif turn.relations and self._ahead(turn):
+                    held = self.held = [event]
+                else:
+                    ready.append(event)
+                continue
             events = [(turn, mid, False) for turn, mid in zip(new[at:at + count], mids[at:at + count])]
             events += [(t, m, True) for t, m in changed]
             at += count
-            if not self.held and any(turn.relations and self._ahead(turn) for turn, _, _ in events):
-                self.held = events
-            elif self.held:
-                self.held.extend(events)
+            if not held and any(turn.relations and self._ahead(turn) for turn, _, _ in events):
+                held = self.held = events
+            elif held:
+                held.extend(events)
             else:
                 ready.extend(events)
         self._append(ready)
