@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -130,14 +130,16 @@ class WriteTx(Tx):
             return []
         last = self.txn.get(b"last_id", db=self.dbs["meta"])
         rng = self.store.rng
+        randoms: Iterable[int]
         if type(rng) is random.SystemRandom:        # one read of the OS's randomness, not one an id
             pool = os.urandom(10 * len(times))
-            bits = iter(range(0, len(pool), 10))
-            raws = ids.next_ids(last, times, lambda _: int.from_bytes(pool[(i := next(bits)):i + 10], "big"))
+            randoms = (int.from_bytes(pool[i:i + 10], "big") for i in range(0, len(pool), 10))
         else:
-            raws = ids.next_ids(last, times, rng.getrandbits)
-        self.txn.put(b"last_id", raws[-1], db=self.dbs["meta"])
-        return [ids.to_str(raw) for raw in raws]
+            randoms = (rng.getrandbits(80) for _ in times)
+        newest, texts = ids.next_texts(last, times, randoms)
+        if newest is not None:
+            self.txn.put(b"last_id", newest, db=self.dbs["meta"])
+        return texts
 
     def append(self, event: Event, project: bool = True, raw: bytes | None = None) -> int:
         """Append ``event`` to the log and apply every projector to it (unless
