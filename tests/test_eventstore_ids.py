@@ -154,3 +154,12 @@ def test_ids_given_as_text_in_one_step_are_the_ids_given_one_by_one(last, times,
     assert texts == [ids.to_str(raw) for raw in expected]
     assert [ids.to_bytes(t) for t in texts] == expected
     assert newest == (expected[-1] if expected else last)
+
+
+def test_an_id_given_in_one_step_equal_to_the_last_comes_right_after_it():
+    last = ids.next_id(None, 5, 7)
+    newest, texts = ids.next_texts(last, [5, 5], [7, 0])
+    randoms = iter([7, 0])
+    assert [ids.to_bytes(t) for t in texts] == ids.next_ids(last, [5, 5], lambda _: next(randoms)) == [
+        (int.from_bytes(last, "big") + 1).to_bytes(16, "big"), (int.from_bytes(last, "big") + 2).to_bytes(16, "big")]
+    assert newest == ids.to_bytes(texts[-1])
