@@ -33,7 +33,7 @@ from functools import lru_cache
 import cbor2
 
 from .errors import DECODING_ERRORS, CorruptStoreError
-from .events import ROLES, Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata, written
+from .events import ROLES, Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata, metadata, written
 from .ids import to_bytes, to_str
 
 _SEQ = struct.Struct(">Q")
@@ -128,12 +128,12 @@ def metadata_from_list(raw: object) -> Metadata:
     _check(isinstance(tags, list) and all(isinstance(t, str) for t in tags)
            and isinstance(tier, str) and isinstance(kind, str) and type(importance) is int
            and _str_or_none(tool_call_id) and _str_or_none(summary)
-           and isinstance(rels, list) and all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
-                                              and isinstance(r[1], bytes) for r in rels)
+           and isinstance(rels, list) and (not rels or all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
+                                                           and isinstance(r[1], bytes) for r in rels))
            and isinstance(sources, list) and all(isinstance(m, bytes) for m in sources))
-    return Metadata(tuple(tags), tier, kind, importance, tool_call_id, summary,
-                    tuple((t, to_str(m)) for t, m in rels),
-                    tuple(to_str(m) for m in sources))
+    return metadata(tuple(tags), tier, kind, importance, tool_call_id, summary,
+                    tuple((t, to_str(m)) for t, m in rels) if rels else (),
+                    tuple(map(to_str, sources)))
 
 
 def _id_ms(raw_id: bytes) -> int:
