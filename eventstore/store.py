@@ -37,13 +37,12 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
-from itertools import islice
 from typing import TypeVar
 
 import cbor2
 import lmdb
 
-from . import codec, files, meta
+from . import codec, files, meta, replay
 from .environment import DATA_FILE, INITIAL_MAP, Environment
 from .errors import ConvMemError, CorruptStoreError, StoreIOError, translate
 from .events import Event
@@ -54,8 +53,6 @@ from .transaction import Projector, Tx, TxState, WriteTx
 __all__ = ["COMPACT_DIR", "DATA_FILE", "FORMAT_VERSION", "EventStore", "Projector", "Tx", "TxState", "WriteTx"]
 
 COMPACT_DIR = "compact.tmp"
-_PROGRESS_EVERY = 2000                # events between two progress reports of a replay
-_REPLAY_BATCH = 500                   # events a replay hands the projector at once (divides the above)
 # what the storage itself raises; anything else inside a transaction is not damage
 _STORAGE_ERRORS = (lmdb.Error, OSError, cbor2.CBORDecodeError)
 
@@ -401,27 +398,10 @@ class EventStore:
 
         ``progress(done, total)`` counts events, whatever their sequence numbers.
         """
-        last, done = self._last_seq(w.txn), 0
-        total = self.event_count(w) if progress else 0
-        for batch in self._event_batches(w, start):
-            self.projector.apply_many(w, batch)
-            done += len(batch)
-            if progress and done % _PROGRESS_EVERY == 0:
-                progress(done, total)
-        if progress:
-            progress(done, total)
+        last = self._last_seq(w.txn)
+        done = replay.apply_log(self.projector, w, start, self.event_count(w) if progress else 0, progress)
         self.set_watermark(w, last)
         return done
-
-    def _event_batches(self, tx: Tx, start: int) -> Iterator[list[tuple[int, Event, int]]]:
-        """The log from ``start`` on as ``(seq, event, size)``, ``_REPLAY_BATCH`` at a time."""
-        decode, seq_of = codec.decode_event, codec.seq_of
-        with tx.txn.cursor(db=tx.db("events")) as cur:
-            if not cur.set_range(codec.seq_key(start)):
-                return
-            records = cur.iternext()
-            while batch := [(seq_of(key), decode(raw), len(raw)) for key, raw in islice(records, _REPLAY_BATCH)]:
-                yield batch
 
     # ------------------------------------------------------ the files
     @contextlib.contextmanager
