@@ -33,7 +33,7 @@ from functools import lru_cache
 import cbor2
 
 from .errors import DECODING_ERRORS, CorruptStoreError
-from .events import ROLES, Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
+from .events import ROLES, Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata, metadata, written
 from .ids import to_bytes, to_str
 
 _SEQ = struct.Struct(">Q")
@@ -128,12 +128,12 @@ def metadata_from_list(raw: object) -> Metadata:
     _check(isinstance(tags, list) and all(isinstance(t, str) for t in tags)
            and isinstance(tier, str) and isinstance(kind, str) and type(importance) is int
            and _str_or_none(tool_call_id) and _str_or_none(summary)
-           and isinstance(rels, list) and all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
-                                              and isinstance(r[1], bytes) for r in rels)
+           and isinstance(rels, list) and (not rels or all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
+                                                           and isinstance(r[1], bytes) for r in rels))
            and isinstance(sources, list) and all(isinstance(m, bytes) for m in sources))
-    return Metadata(tuple(tags), tier, kind, importance, tool_call_id, summary,
-                    tuple((t, to_str(m)) for t, m in rels),
-                    tuple(to_str(m) for m in sources))
+    return metadata(tuple(tags), tier, kind, importance, tool_call_id, summary,
+                    tuple((t, to_str(m)) for t, m in rels) if rels else (),
+                    tuple(map(to_str, sources)))
 
 
 def _id_ms(raw_id: bytes) -> int:
@@ -266,26 +266,7 @@ def _written(payload: list, version: int) -> MessageWritten:
                                       metadata_from_list(meta)))
     _check(type(role) is int and 0 <= role < len(ROLES))
     ts += _id_ms(mid)
-    return _message_written(to_str(mid), session, ROLES[role], content, ts, ts + upd, rev, _meta_in(meta))
-
-
-_new = object.__new__
-
-
-def _message_written(message_id: str, session_id: str, role: str, content: str, timestamp: int,
-                     updated_at: int, revision: int, metadata: Metadata) -> MessageWritten:
-    """``MessageWritten(Message(...))`` as a replay decodes it, once an event:
-    the frozen dataclasses' fields set in their ``__dict__`` at once (their
-    ``__init__`` goes through ``object.__setattr__`` for each, a fifth of a
-    decode).  The same values (a test compares them, and that neither class
-    has slots or a ``__post_init__`` this would skip)."""
-    m = _new(Message)
-    d = m.__dict__
-    d["message_id"], d["session_id"], d["role"], d["content"] = message_id, session_id, role, content
-    d["timestamp"], d["updated_at"], d["revision"], d["metadata"] = timestamp, updated_at, revision, metadata
-    event = _new(MessageWritten)
-    event.__dict__["message"] = m
-    return event
+    return written(to_str(mid), session, ROLES[role], content, ts, ts + upd, rev, _meta_in(meta))
 
 
 def decode_event(raw: bytes | memoryview) -> Event:

@@ -67,3 +67,37 @@ class MessageDeleted:
 
 
 Event = MessageWritten | MessageUpdated | MessageDeleted
+
+
+# -------------------------------------------------- built without __init__
+# A frozen dataclass's ``__init__`` sets each field through
+# ``object.__setattr__``: a fifth of decoding an event, and as much of
+# building one for each imported turn.  These build the same objects with
+# their ``__dict__`` filled at once (a test compares them with the
+# constructors', and checks that no class has slots or a ``__post_init__``
+# this would skip).  The caller passes values of the fields' types.
+_new = object.__new__
+
+
+def written(message_id: str, session_id: str, role: str, content: str, timestamp: int,
+            updated_at: int, revision: int, metadata: Metadata) -> MessageWritten:
+    """``MessageWritten(Message(...))``, built at once."""
+    m = _new(Message)
+    d = m.__dict__
+    d["message_id"], d["session_id"], d["role"], d["content"] = message_id, session_id, role, content
+    d["timestamp"], d["updated_at"], d["revision"], d["metadata"] = timestamp, updated_at, revision, metadata
+    event = _new(MessageWritten)
+    event.__dict__["message"] = m
+    return event
+
+
+def metadata(tags: tuple[str, ...], memory_tier: str, memory_kind: str, importance: int,
+             tool_call_id: str | None, summary: str | None, relations: tuple[tuple[str, str], ...],
+             source_message_ids: tuple[str, ...]) -> Metadata:
+    """``Metadata(...)`` with every field given, built at once."""
+    meta = _new(Metadata)
+    d = meta.__dict__
+    d["tags"], d["memory_tier"], d["memory_kind"], d["importance"] = tags, memory_tier, memory_kind, importance
+    d["tool_call_id"], d["summary"], d["relations"] = tool_call_id, summary, relations
+    d["source_message_ids"] = source_message_ids
+    return meta

@@ -11,11 +11,12 @@ first (two leading zero bits).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .errors import DamagedRecordError
 
 _MAX = (1 << 128) - 1
+_MS, _RANDOM = (1 << 48) - 1, (1 << 80) - 1       # an id's time part, its random part
 _DIGITS = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _CANONICAL = re.compile("[0-7][0-9A-HJKMNP-TV-Z]{25}")     # 26 Crockford digits, ≤ 2**128 - 1
 _AS_INT_DIGITS = str.maketrans(_DIGITS, "0123456789abcdefghijklmnopqrstuv")   # what int(_, 32) reads
@@ -46,6 +47,26 @@ def next_ids(last: bytes | None, times: Sequence[int], randomness: Callable[[int
     return out
 
 
+def next_texts(last: bytes | None, times: Sequence[int], randoms: Iterable[int]) -> tuple[bytes | None, list[str]]:
+    """The text of each id :func:`next_ids` gives (``randoms`` in place of its
+    calls of ``randomness``), each conversion remembered both ways, and the
+    newest id's bytes (``last`` when none is given); the integers are carried
+    from one id to the next."""
+    prev = int.from_bytes(last, "big") if last is not None else -1
+    out = []
+    for now_ms, randomness in zip(times, randoms):
+        candidate = ((now_ms & _MS) << 80) | (randomness & _RANDOM)
+        if candidate <= prev:
+            candidate = prev + 1
+        if candidate > _MAX:
+            raise OverflowError("id space exhausted")
+        text = _text(candidate)
+        _remember(text, candidate.to_bytes(16, "big"))
+        out.append(text)
+        prev = candidate
+    return prev.to_bytes(16, "big") if out else last, out
+
+
 def is_canonical(text: object) -> bool:
     """True for a 26-character upper-case Crockford ULID (first char ≤ '7')."""
     return isinstance(text, str) and _CANONICAL.fullmatch(text) is not None
@@ -69,12 +90,17 @@ def to_str(raw: bytes) -> str:
     if text is None:
         if len(raw) != 16:
             raise DamagedRecordError("a stored message id is not 16 bytes")
-        n, t = int.from_bytes(raw, "big"), _TRIPLES
-        text = (_PAIRS[n >> 120] + t[n >> 105 & 32767] + t[n >> 90 & 32767] + t[n >> 75 & 32767]
-                + t[n >> 60 & 32767] + t[n >> 45 & 32767] + t[n >> 30 & 32767] + t[n >> 15 & 32767]
-                + t[n & 32767])
+        text = _text(int.from_bytes(raw, "big"))
         _remember(text, bytes(raw))       # to_bytes returns bytes, whatever came in
     return text
+
+
+def _text(n: int) -> str:
+    """The 26 digits of a 128-bit id."""
+    t = _TRIPLES
+    return (_PAIRS[n >> 120] + t[n >> 105 & 32767] + t[n >> 90 & 32767] + t[n >> 75 & 32767]
+            + t[n >> 60 & 32767] + t[n >> 45 & 32767] + t[n >> 30 & 32767] + t[n >> 15 & 32767]
+            + t[n & 32767])
 
 
 def _remember(text: str, raw: bytes) -> None:

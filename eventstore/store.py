@@ -42,7 +42,7 @@ from typing import TypeVar
 import cbor2
 import lmdb
 
-from . import codec, files, meta
+from . import codec, files, meta, replay
 from .environment import DATA_FILE, INITIAL_MAP, Environment
 from .errors import ConvMemError, CorruptStoreError, StoreIOError, translate
 from .events import Event
@@ -53,7 +53,6 @@ from .transaction import Projector, Tx, TxState, WriteTx
 __all__ = ["COMPACT_DIR", "DATA_FILE", "FORMAT_VERSION", "EventStore", "Projector", "Tx", "TxState", "WriteTx"]
 
 COMPACT_DIR = "compact.tmp"
-_PROGRESS_EVERY = 2000                # events between two progress reports of a replay
 # what the storage itself raises; anything else inside a transaction is not damage
 _STORAGE_ERRORS = (lmdb.Error, OSError, cbor2.CBORDecodeError)
 
@@ -399,15 +398,8 @@ class EventStore:
 
         ``progress(done, total)`` counts events, whatever their sequence numbers.
         """
-        last, done = self._last_seq(w.txn), 0
-        total = self.event_count(w) if progress else 0
-        for seq, event, size in self.iter_events(w, start):
-            self.projector.apply(w, seq, event, size)
-            done += 1
-            if progress and done % _PROGRESS_EVERY == 0:
-                progress(done, total)
-        if progress:
-            progress(done, total)
+        last = self._last_seq(w.txn)
+        done = replay.apply_log(self.projector, w, start, self.event_count(w) if progress else 0, progress)
         self.set_watermark(w, last)
         return done
 

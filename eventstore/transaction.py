@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -56,6 +56,10 @@ class Projector(Protocol):
 
     def apply(self, tx: WriteTx, seq: int, event: Event, size: int) -> None: ...
 
+    def apply_many(self, tx: WriteTx, batch: Sequence[tuple[int, Event, int]]) -> None:
+        """:meth:`apply` for each ``(seq, event, size)`` of ``batch`` in turn
+        (the same read models, byte for byte), with less work an event."""
+
 
 @dataclass
 class Tx:
@@ -74,6 +78,15 @@ class Tx:
         db = self.dbs[name]
         if not self.txn.put(key, value, db=db, append=True):
             self.txn.put(key, value, db=db)
+
+    def put_many_last(self, name: str, items: list[tuple[bytes, bytes]]) -> None:
+        """:meth:`put_last` for each of ``items`` in turn, in one call: appended
+        while they come in increasing order after every key of ``name``; should
+        one not, all are put again the ordinary way (the same pairs stored)."""
+        if items:
+            with self.txn.cursor(db=self.dbs[name]) as cur:
+                if cur.putmulti(items, append=True)[1] != len(items):
+                    cur.putmulti(items)
 
 
 @dataclass
@@ -117,14 +130,16 @@ class WriteTx(Tx):
             return []
         last = self.txn.get(b"last_id", db=self.dbs["meta"])
         rng = self.store.rng
+        randoms: Iterable[int]
         if type(rng) is random.SystemRandom:        # one read of the OS's randomness, not one an id
             pool = os.urandom(10 * len(times))
-            bits = iter(range(0, len(pool), 10))
-            raws = ids.next_ids(last, times, lambda _: int.from_bytes(pool[(i := next(bits)):i + 10], "big"))
+            randoms = (int.from_bytes(pool[i:i + 10], "big") for i in range(0, len(pool), 10))
         else:
-            raws = ids.next_ids(last, times, rng.getrandbits)
-        self.txn.put(b"last_id", raws[-1], db=self.dbs["meta"])
-        return [ids.to_str(raw) for raw in raws]
+            randoms = (rng.getrandbits(80) for _ in times)
+        newest, texts = ids.next_texts(last, times, randoms)
+        if newest is not None:
+            self.txn.put(b"last_id", newest, db=self.dbs["meta"])
+        return texts
 
     def append(self, event: Event, project: bool = True, raw: bytes | None = None) -> int:
         """Append ``event`` to the log and apply every projector to it (unless
@@ -143,6 +158,26 @@ class WriteTx(Tx):
             self.watermark = seq
         self.appended.append((seq, len(raw)))
         return seq
+
+    def append_many(self, events: Sequence[Event]) -> None:
+        """:meth:`append` (projected) for each of ``events`` in turn: the same
+        log and read models, the log's records put in one call and the
+        projector applied to the whole run at once (:meth:`Projector.apply_many`)."""
+        if not events:
+            return
+        if self._next_seq is None:
+            self._next_seq = self.store.last_sequence(self) + 1
+        first = self._next_seq
+        raws = list(map(codec.encode_event, events))
+        seqs = range(first, first + len(raws))
+        with self.txn.cursor(db=self.dbs["events"]) as cur:
+            if cur.putmulti(list(zip(map(codec.seq_key, seqs), raws)), append=True)[1] != len(raws):
+                raise CorruptStoreError("the event log's sequence numbers went backwards")
+        self._next_seq = first + len(raws)
+        sizes = list(map(len, raws))
+        self.store.projector.apply_many(self, list(zip(seqs, events, sizes)))
+        self.watermark = seqs[-1]
+        self.appended.extend(zip(seqs, sizes))
 
     def flush(self) -> None:
         """Just before the commit: the projector's state, the watermark, then ``before_commit``."""

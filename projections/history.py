@@ -36,6 +36,13 @@ def add(tx: Tx, session_id: str, message_id: str) -> None:
     tx.txn.put(key(session_id, message_id), b"", db=tx.db(DB))
 
 
+def put_many(tx: Tx, keys: list[tuple[bytes, bytes]]) -> None:
+    """:func:`add` for each ``(key, b"")`` in turn, in one call."""
+    if keys:
+        with tx.txn.cursor(db=tx.db(DB)) as cur:
+            cur.putmulti(keys)
+
+
 def remove(tx: Tx, session_id: str, message_id: str) -> None:
     tx.txn.delete(key(session_id, message_id), db=tx.db(DB))
 

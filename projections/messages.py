@@ -119,6 +119,11 @@ def put_written(tx: Tx, message_id: str, docno: int) -> None:
     tx.put_last(DB, to_bytes(message_id), codec.dumps(docno))     # a new message has the greatest id
 
 
+def put_written_many(tx: Tx, written: list[tuple[int, Message]]) -> None:
+    """:func:`put_written` for each ``(docno, message)`` in turn."""
+    tx.put_many_last(DB, [(to_bytes(m.message_id), codec.dumps(docno)) for docno, m in written])
+
+
 def remove(tx: Tx, message_id: str) -> None:
     tx.txn.delete(to_bytes(message_id), db=tx.db(DB))
 

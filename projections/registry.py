@@ -25,7 +25,7 @@ models read others while they change:
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -33,8 +33,8 @@ import Stemmer
 
 from eventstore.codec import DEFAULT_METADATA, metadata_size
 from eventstore.errors import CorruptStoreError
-from eventstore.events import Event, MessageDeleted, MessageUpdated, MessageWritten, Metadata
-from eventstore.store import WriteTx
+from eventstore.events import Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
+from eventstore.store import TxState, WriteTx
 
 from . import history, messages, relations, sessions, stats, tokens
 from . import index as term_index
@@ -113,6 +113,47 @@ class Projector:
             self._deleted(tx, state, event, size)
         else:
             raise CorruptStoreError("the log holds an event no projector knows")
+
+    def apply_many(self, tx: WriteTx, batch: Sequence[tuple[int, Event, int]]) -> None:
+        """:meth:`apply` for each ``(seq, event, size)`` in turn: each run of
+        written messages is projected at once, one call a read model (the same
+        bytes: written messages read nothing another one writes, but for
+        ``sessions.added``'s look into ``history``, which is brought up to
+        date before any)."""
+        run: list[tuple[int, Message]] = []
+        for seq, event, size in batch:
+            if isinstance(event, MessageWritten):
+                run.append((seq, event.message))
+                continue
+            if run:
+                self._written_many(tx, tx.state, run)
+                run = []
+            self.apply(tx, seq, event, size)
+        if run:
+            self._written_many(tx, tx.state, run)
+
+    @staticmethod
+    def _written_many(tx: WriteTx, state: TxState, run: list[tuple[int, Message]]) -> None:
+        if not isinstance(state, ProjectionState):
+            raise TypeError("the transaction's state was not begun by this projector")
+        messages.put_written_many(tx, run)
+        opened, hist = state.sessions, []
+        for _, msg in run:
+            hist.append((history.key(msg.session_id, msg.message_id), b""))
+            if not sessions.added_newest(opened, msg.session_id, msg.message_id, msg.timestamp,
+                                         msg.metadata.memory_kind):
+                history.put_many(tx, hist)     # what history lists when this message is counted
+                hist = []
+                sessions.added(tx, opened, msg.session_id, msg.message_id, msg.timestamp,
+                               msg.metadata.memory_kind)
+        history.put_many(tx, hist)
+        relations.add_many(tx, [msg for _, msg in run if msg.metadata.relations])
+        state.index.index_many(tx, run)
+        body = meta = 0
+        for _, msg in run:
+            body += len(msg.content.encode("utf-8"))
+            meta += _metadata_bytes(msg.metadata)
+        state.counters.add(tx, active=len(run), body_bytes=body, metadata_bytes=meta)
 
     @staticmethod
     def _written(tx: WriteTx, state: ProjectionState, seq: int, event: MessageWritten) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from eventstore.errors import CorruptStoreError
-from eventstore.events import RELATION_TYPES, Metadata
+from eventstore.events import RELATION_TYPES, Message, Metadata
 from eventstore.ids import to_bytes, to_str
 from eventstore.store import Tx
 
@@ -37,6 +37,13 @@ def add(tx: Tx, message_id: str, meta: Metadata) -> None:
         return
     for k, v in _edges(message_id, meta):
         tx.txn.put(k, v, db=tx.db(DB), dupdata=True)
+
+
+def add_many(tx: Tx, written: list[Message]) -> None:
+    """:func:`add` for each message in turn, in one call."""
+    if written:
+        with tx.txn.cursor(db=tx.db(DB)) as cur:
+            cur.putmulti([edge for m in written for edge in _edges(m.message_id, m.metadata)])
 
 
 def remove(tx: Tx, message_id: str, meta: Metadata) -> None:

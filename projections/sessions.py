@@ -127,6 +127,23 @@ def _store(tx: Tx, changes: OpenSessions, session_id: str, opened: _Open, old_co
     changes.unwritten[key] = opened
 
 
+def added_newest(changes: OpenSessions, session_id: str, message_id: str, timestamp: int, kind: str) -> bool:
+    """What :func:`added` does when the message is newer than the newest this
+    transaction knows of its session (only the count and the end move);
+    False, changing nothing, when it is not that case."""
+    opened = changes.opened.get(session_id)
+    if opened is None or opened.newest is None or not message_id > opened.newest:
+        return False
+    count, kinds, started, _ = opened.entry
+    if not count:
+        return False
+    kinds[KINDS.index(kind)] += 1
+    opened.entry = SessionEntry(count + 1, kinds, started, timestamp)
+    opened.newest = message_id
+    changes.unwritten[session_id.encode("utf-8")] = opened
+    return True
+
+
 def added(tx: Tx, changes: OpenSessions, session_id: str, message_id: str, timestamp: int, kind: str) -> None:
     """Count a message that ``history`` already lists under the session."""
     opened = changes.open(tx, session_id)

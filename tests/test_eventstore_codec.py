@@ -9,7 +9,7 @@ import cbor2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import canonical_ids, metadata_fields
+from strategies import canonical_ids, metadata, metadata_fields
 from strategies import v1_event_bytes as v1_bytes
 
 from eventstore import codec
@@ -178,10 +178,20 @@ def test_a_decoded_message_written_is_the_dataclass_its_constructor_makes():
     from dataclasses import fields
 
     from eventstore.events import Message, MessageWritten, Metadata
-    for cls in (Message, MessageWritten):
+    for cls in (Message, MessageWritten, Metadata):
         assert not hasattr(cls, "__slots__") and not hasattr(cls, "__post_init__")
     m = Message("01J0000000000000000000000A", "s", "assistant", "hello", 1_700_000_000_000, 1_700_000_000_500, 3,
                 Metadata(tags=("a",), summary="x"))
     decoded = codec.decode_event(codec.encode_event(MessageWritten(m)))
     assert decoded == MessageWritten(m) and hash(decoded.message) == hash(m)
     assert vars(decoded.message) == vars(m) and [f.name for f in fields(Message)] == list(vars(decoded.message))
+
+
+@given(meta=metadata([]))
+def test_metadata_built_at_once_is_the_dataclass_its_constructor_makes(meta):
+    from dataclasses import astuple, fields
+
+    from eventstore.events import metadata as built
+    made = built(*astuple(meta))
+    assert made == meta and hash(made) == hash(meta) and vars(made) == vars(meta)
+    assert [f.name for f in fields(Metadata)] == list(vars(made))

@@ -6,6 +6,8 @@ import random
 
 import pytest
 from helpers import Clock
+from hypothesis import given
+from hypothesis import strategies as st
 from ulid import ULID
 
 from eventstore import ids
@@ -135,3 +137,29 @@ def test_ids_given_in_one_step_from_the_os_randomness_are_increasing_and_read_it
         given = store.execute(lambda w: w.new_ids([5, 5, 4, 1_700_000_000_000, 7]))
     assert reads == [50]
     assert given == sorted(given) and len(set(given)) == 5
+
+
+@given(last=st.none() | st.binary(min_size=16, max_size=16),
+       times=st.lists(st.integers(0, (1 << 48) + 5), max_size=8),
+       seed=st.integers(0, 2**32))
+def test_ids_given_as_text_in_one_step_are_the_ids_given_one_by_one(last, times, seed):
+    one, together = random.Random(seed), random.Random(seed)
+    try:
+        expected = ids.next_ids(last, times, one.getrandbits)
+    except OverflowError:
+        with pytest.raises(OverflowError):
+            ids.next_texts(last, times, (together.getrandbits(80) for _ in times))
+        return
+    newest, texts = ids.next_texts(last, times, (together.getrandbits(80) for _ in times))
+    assert texts == [ids.to_str(raw) for raw in expected]
+    assert [ids.to_bytes(t) for t in texts] == expected
+    assert newest == (expected[-1] if expected else last)
+
+
+def test_an_id_given_in_one_step_equal_to_the_last_comes_right_after_it():
+    last = ids.next_id(None, 5, 7)
+    newest, texts = ids.next_texts(last, [5, 5], [7, 0])
+    randoms = iter([7, 0])
+    assert [ids.to_bytes(t) for t in texts] == ids.next_ids(last, [5, 5], lambda _: next(randoms)) == [
+        (int.from_bytes(last, "big") + 1).to_bytes(16, "big"), (int.from_bytes(last, "big") + 2).to_bytes(16, "big")]
+    assert newest == ids.to_bytes(texts[-1])

@@ -89,3 +89,18 @@ def test_lists_put_into_stored_chunks_leave_the_chunks_of_all_their_postings(tmp
     finally:
         env.close()
     assert stored == [item for f in range(len(FIELDS)) for item in _expected(f, docs, cut)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(postings=st.lists(st.tuples(st.integers(0, 70_000), st.integers(0, 2**48 - 1)), max_size=60),
+       ascending=st.booleans())
+def test_the_list_order_is_the_lexsort_of_ranks_then_docnos(postings, ascending):
+    import numpy as np
+
+    from projections.index.columns import list_order
+    if ascending:
+        postings = [(rank, docno) for (rank, _), docno in zip(postings, sorted(d for _, d in postings))]
+    ranks = np.array([r for r, _ in postings], dtype=np.uint32)
+    docnos = np.array([d for _, d in postings], dtype=np.uint64)
+    terms = int(ranks.max()) + 1 if postings else 0
+    assert list_order(ranks, docnos, terms).tolist() == np.lexsort((docnos, ranks)).tolist()

@@ -18,6 +18,14 @@ so does the CPU time a message: in all, this process's and its ended
 children's, and this process's alone — the writing process, which the
 others keep up with when there are CPUs enough).
 
+Then, reported apart and labelled as such, **the bulk writer alone**: the
+same turns built in memory beforehand (as the Claude Code reader maps those
+lines: no files, no JSON, no mapping) written by
+:class:`server.importers.writer.Writer` into another empty store — ids,
+encoding, the log, every projector, the index's second process, the commits.
+It is the rate of the writing path for chat-sized messages, not of an import
+(``--no-memory`` skips it).
+
 ``--serve`` times ``convmem serve`` from start to its first answer (the MCP
 ``initialize`` and a ``get_system_health`` call); ``--search`` runs the LoCoMo questions
 through :meth:`MemoryService.search` (``tools.search_scale``'s timing: one
@@ -36,6 +44,8 @@ import tempfile
 import time
 
 from server.importers import Options, run_import
+from server.importers.turns import Report, Turn
+from server.importers.writer import Writer
 
 from . import search_scale
 from ._workdir import workdir
@@ -78,6 +88,34 @@ def timed_import(store: str, folder: str, batch: int) -> tuple[float, float, flo
     start, cpu, own = time.perf_counter(), cpu_seconds(), cpu_seconds(children=False)
     summary = run_import(store, "claude-code", [folder], Options(batch=batch, progress=sys.stderr.isatty()))
     return time.perf_counter() - start, cpu_seconds() - cpu, cpu_seconds(children=False) - own, summary
+
+
+def memory_turns(turns: list[tuple[str, str, str, str]], total: int, per_session: int) -> list[Turn]:
+    """The turns ``write_transcripts`` writes, as the Claude Code reader maps them, built in memory."""
+    out, base = [], 1_700_000_000_000
+    for i in range(total):
+        _, _, role, content = turns[i % len(turns)]
+        sid = SID.format(i // per_session)
+        out.append(Turn(f"claude-code:{sid}", f"{sid[:-12]}{i:012d}", role, content,
+                        base + i * 1000, tags=("claude-code",)))
+    return out
+
+
+def timed_writer(store: str, turns: list[Turn], batch: int) -> dict:
+    """The bulk writer alone (no file, no parsing, no mapping): ``turns`` into an empty store."""
+    from eventstore.store import EventStore
+    from projections.registry import Projector
+    report = Report("claude-code")
+    with EventStore(store, Projector()) as opened:
+        start, cpu, own = time.perf_counter(), cpu_seconds(), cpu_seconds(children=False)
+        with opened.projector.bulk_run():
+            Writer(opened, report, batch=batch).write(turns)
+        seconds, cpu, own = time.perf_counter() - start, cpu_seconds() - cpu, cpu_seconds(children=False) - own
+    written = max(report.written, 1)
+    return {"seconds": round(seconds, 2), "written": report.written,
+            "messages_per_s": round(report.written / seconds),
+            "cpu_us_per_message": round(1e6 * cpu / written, 1),
+            "writer_cpu_us_per_message": round(1e6 * own / written, 1)}
 
 
 def replay_rate(store: str) -> dict:
@@ -130,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve", action="store_true", help="time `convmem serve` start-up on the store")
     parser.add_argument("--search", action="store_true", help="search p50/p95 over the store (LoCoMo questions)")
     parser.add_argument("--no-rerun", action="store_true", help="skip the re-run and the replay (big stores)")
+    parser.add_argument("--no-memory", action="store_true",
+                        help="skip the bulk writer's own measure (turns already in memory, another empty store)")
     parser.add_argument("--measure-only", action="store_true",
                         help="import nothing: measure --serve/--search on the existing --store")
     args = parser.parse_args(argv)
@@ -155,6 +195,12 @@ def main(argv: list[str] | None = None) -> int:
             record["rerun"] = {"seconds": round(seconds, 2), "written": again["written"],
                                "already_present": again["already_present"]}
             record["replay"] = replay_rate(store)
+        if not args.no_memory and not args.measure_only:
+            turns_in_memory = memory_turns(turns, args.messages, args.per_session)
+            with tempfile.TemporaryDirectory(prefix="convmem-writer-") as other:
+                record["writer_only"] = timed_writer(os.path.join(other, "store"), turns_in_memory, args.batch)
+            del turns_in_memory
+            print(f"bulk writer alone: {json.dumps(record['writer_only'])}", file=sys.stderr)
         record["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         if args.serve:
             record["serve"] = serve_startup(store, parent)
@@ -177,6 +223,12 @@ def table(record: dict) -> str:
         lines.append(f"replay of the store built: {record['replay']['seconds']} s, "
                      f"{record['replay']['events_per_s']:,} events/s "
                      f"({record['replay']['cpu_us_per_event']} µs CPU an event)")
+    if "writer_only" in record:
+        w = record["writer_only"]
+        lines.append(f"bulk writer alone, turns in memory (no files, no parsing; not the import above): "
+                     f"{w['written']:,} messages in {w['seconds']} s, {w['messages_per_s']:,} messages/s "
+                     f"({w['cpu_us_per_message']} µs CPU a message, {w['writer_cpu_us_per_message']} µs of it "
+                     f"in the writing process)")
     if "serve" in record:
         lines.append(f"convmem serve: first answer after {record['serve']['best_first_health_s']} s (best of 3)")
     if "search_unfiltered" in record:

@@ -55,6 +55,23 @@ class BulkReplay:
             if len(self.merged) >= self.config.bulk_hold:
                 self._write_merged()
 
+    def index_many(self, written: list[tuple[int, Message]]) -> None:
+        """:meth:`index` for each ``(docno, message)`` in turn."""
+        rows, times, pending, add = self.rows, self.times, self.pending, self.builder.add
+        merge_at = self.config.merge_at
+        for docno, msg in written:
+            key = docno_key(docno)
+            rows.append((key, doc_value(key, msg)))
+            times.append((time_key(msg.timestamp, docno), b""))
+            pending[docno] = msg
+            add(docno, msg)
+            if len(pending) >= merge_at:
+                self.merged.update(pending)
+                pending.clear()
+                if len(self.merged) >= self.config.bulk_hold:
+                    self._write_merged()
+                    rows, times = self.rows, self.times
+
     def held(self, docno: int) -> tuple[Record | None, bool]:
         """(record, pending) of a document not written yet, else (None, False).
         Its docs row is about to be read or changed: the rows held are written."""

@@ -55,6 +55,15 @@ class IndexWork:
             tx.txn.drop(handle, delete=False)
             merge_records(tx, self.config.cut, records)
 
+    def index_many(self, tx: Tx, written: list[tuple[int, Message]]) -> None:
+        """:meth:`index` for each ``(docno, message)`` in turn."""
+        replay = self._bulk(tx)
+        if replay is not None:
+            replay.index_many(written)
+        else:
+            for docno, msg in written:
+                self.index(tx, docno, msg)
+
     def unindex(self, tx: Tx, docno: int, msg: Message) -> None:
         rec, pend = self._held(tx, docno)
         if rec is not None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
-from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata
+from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata, metadata, written
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history, messages
 
@@ -36,6 +36,7 @@ from .turns import IMPORT_ID_PREFIX, Report, Turn, import_id
 
 BATCH = 20_000          # turns per transaction
 RUN = 256               # items a batch takes at once (their ids given in one step)
+_IMPORTANCE = Metadata().importance     # an imported message's (the default)
 
 
 Item = Turn | list[Turn]      # a turn, or turns that refer to one another (written in one transaction)
@@ -123,6 +124,10 @@ class Writer:
             self.progress(self.report)
 
     def _message(self, turn: Turn, mid: str, added: dict[str, dict[str, str]]) -> Message:
+        return self._written(turn, mid, added).message
+
+    def _written(self, turn: Turn, mid: str, added: dict[str, dict[str, str]]) -> MessageWritten:
+        """The event writing ``turn`` as message ``mid`` (built at once: :func:`eventstore.events.written`)."""
         sid = turn.session_id
         rels = []
         for rtype, key in turn.relations:
@@ -130,11 +135,10 @@ class Writer:
             target = added[sid].get(source) or self.known[sid].get(source)
             if target is not None and target != mid:
                 rels.append((rtype, target))
-        meta = Metadata(tags=turn.tags, memory_kind=turn.kind, tool_call_id=turn.tool_call_id,
-                        summary=turn.summary, relations=tuple(dict.fromkeys(rels)),
-                        source_message_ids=(turn.import_id,),
-                        memory_tier="long" if turn.kind == "semantic" else "short")
-        return Message(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta)
+        meta = metadata(turn.tags, "long" if turn.kind == "semantic" else "short", turn.kind, _IMPORTANCE,
+                        turn.tool_call_id, turn.summary, tuple(dict.fromkeys(rels)) if rels else (),
+                        (turn.import_id,))
+        return written(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta)
 
     def _known(self, tx: Tx, session_id: str) -> dict[str, str]:
         """The import ids of the session's live messages, read once per run."""
@@ -178,23 +182,25 @@ class _Plan:
         known_of, added = self.writer._known, self.added
         new: list[Turn] = []
         plans: list[tuple[int, list[tuple[Turn, str]]]] = []   # per item: its new turns, then its updates
+        sid, known, mine = None, {}, {}                          # the last turn's session (turns come in runs)
         for item in items:
             turns = item if isinstance(item, list) else (item,)
             self.count += len(turns)
             first = len(new)
             changed: list[tuple[Turn, str]] = []
             for turn in turns:
-                known = known_of(self.tx, turn.session_id)
-                mine = added.get(turn.session_id)
-                if mine is None:
-                    mine = added[turn.session_id] = {}
-                if turn.import_id in known or turn.import_id in mine:
-                    if turn.updatable and turn.import_id in known:
-                        changed.append((turn, known[turn.import_id]))
+                if turn.session_id != sid:
+                    sid = turn.session_id
+                    known = known_of(self.tx, sid)
+                    mine = added.setdefault(sid, {})
+                key = turn.import_id
+                if key in known or key in mine:
+                    if turn.updatable and key in known:
+                        changed.append((turn, known[key]))
                     else:
                         self.present += 1
                     continue
-                mine[turn.import_id] = ""            # its id comes below
+                mine[key] = ""            # its id comes below
                 new.append(turn)
             plans.append((len(new) - first, changed))
         self.written += len(new)
@@ -202,17 +208,29 @@ class _Plan:
                 else [f"dry-run-{self.written - len(new) + n}" for n in range(len(new))])
         for turn, mid in zip(new, mids):
             added[turn.session_id][turn.import_id] = mid
-        at = 0
+        at, ready, held = 0, [], self.held       # ready: events to append now, in one step
         for count, changed in plans:
+            if count == 1 and not changed:      # the usual item: one new turn
+                turn = new[at]
+                event = (turn, mids[at], False)
+                at += 1
+                if held:
+                    held.append(event)
+                elif turn.relations and self._ahead(turn):
+                    held = self.held = [event]
+                else:
+                    ready.append(event)
+                continue
             events = [(turn, mid, False) for turn, mid in zip(new[at:at + count], mids[at:at + count])]
             events += [(t, m, True) for t, m in changed]
             at += count
-            if not self.held and any(turn.relations and self._ahead(turn) for turn, _, _ in events):
-                self.held = events
-            elif self.held:
-                self.held.extend(events)
+            if not held and any(turn.relations and self._ahead(turn) for turn, _, _ in events):
+                held = self.held = events
+            elif held:
+                held.extend(events)
             else:
-                self._append(events)
+                ready.extend(events)
+        self._append(ready)
 
     def _ahead(self, turn: Turn) -> bool:
         """Whether a relation of ``turn`` names a turn not met yet."""
@@ -221,11 +239,22 @@ class _Plan:
                    for _, key in turn.relations)
 
     def _append(self, events: list[tuple[Turn, str, bool]]) -> None:
+        """Append the events in turn (the written messages of a run in one step)."""
+        run: list[MessageWritten] = []
         for turn, mid, update in events:
-            if update:
-                self._update(turn, mid)
-            elif self.w is not None:
-                self.w.append(MessageWritten(self.writer._message(turn, mid, self.added)))
+            if not update:
+                if self.w is not None:
+                    run.append(self.writer._written(turn, mid, self.added))
+                continue
+            if run:
+                self._write(run)
+                run = []
+            self._update(turn, mid)
+        self._write(run)
+
+    def _write(self, run: list[MessageWritten]) -> None:
+        if run and self.w is not None:
+            self.w.append_many(run)
 
     def _update(self, turn: Turn, mid: str) -> None:
         """Bring the stored message up to date with ``turn`` (a dry run counts it)."""
