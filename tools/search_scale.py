@@ -10,7 +10,9 @@ of a turn goes to session ``"{sample}-s{n}-c{c}"``, content
 ``"{speaker}: {text}"``, as the retrieval benchmark writes them.  The queries
 are every LoCoMo question (all categories), each searched with no filter and
 a limit of 10 through :meth:`MemoryService.search` — the same call the MCP
-tool makes, result rendering included.  A first pass warms the page cache;
+tool makes, result rendering included (``--write-between``: after a
+``write_message`` each, untimed, so that no search finds what an earlier one
+kept for its snapshot; it adds messages to the store).  A first pass warms the page cache;
 the second is timed.  Messages get a memory kind (cycling through the six) and
 an importance (spread over 0–100) so that three filtered runs show the filter
 paths: one session (selective: answered from the session's index list),
@@ -51,6 +53,7 @@ from eventstore.events import KINDS, Message, MessageWritten, Metadata
 
 BATCH = 1000
 LIMIT = 10
+WRITES_SESSION = "search-scale-writes"      # where --write-between writes
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 _SESSION = re.compile(r"session_(\d+)")
 
@@ -126,12 +129,16 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
             "mean_ms": round(statistics.fmean(ordered), 2)}
 
 
-def measure(service, questions: list[str], flt, boost: bool = True) -> dict[str, float]:
+def measure(service, questions: list[str], flt, boost: bool = True, write: bool = False) -> dict[str, float]:
     """Wall-clock percentiles, and the CPU time of this thread per query
     (``cpu_p50_ms``, ``cpu_p95_ms``: less disturbed by other processes on a
-    shared machine, though still by their use of the caches)."""
+    shared machine, though still by their use of the caches).  ``write``: a
+    ``write_message`` (not timed) before each search, so each searches a
+    snapshot no search has seen."""
     timings, cpu = [], []
-    for question in questions:
+    for i, question in enumerate(questions):
+        if write:
+            service.write_message(WRITES_SESSION, "user", f"note {i}: {question}", Metadata())
         start, start_cpu = time.perf_counter(), time.thread_time()
         service.search(question, flt, 0, LIMIT, boost=boost)
         cpu.append(1000 * (time.thread_time() - start_cpu))
@@ -158,24 +165,25 @@ def work(service, questions: list[str], boost: bool = True) -> dict[str, float]:
             "pending": round(sum(t.pending for t in traces) / n)}
 
 
-def run(path: str, data: str, total: int, boost: bool = True) -> dict:
+def run(path: str, data: str, total: int, boost: bool = True, write: bool = False) -> dict:
     from projections.search import Filters
     from server.service import MemoryService
     _, questions = load(data)
-    record: dict = {"benchmark": "search_scale", "messages": total, "limit": LIMIT, "context_boost": boost}
+    record: dict = {"benchmark": "search_scale", "messages": total, "limit": LIMIT, "context_boost": boost,
+                    "write_between": write}
     service = MemoryService(path)
     try:
         record["active_messages"] = service.health()["active_messages"]
         total = record["messages"] = record["active_messages"] or total     # a reused store's own size
         record["rss_mb_opened"] = round(_rss_mb(), 1)
         measure(service, questions, Filters(), boost)                       # warm-up
-        record["unfiltered"] = measure(service, questions, Filters(), boost)
+        record["unfiltered"] = measure(service, questions, Filters(), boost, write)
         session = f"conv-26-s1-c{max(0, total // 2760 - 1)}"
-        record["session_filter"] = measure(service, questions, Filters(session_id=session), boost)
-        record["kinds_filter"] = measure(service, questions, Filters(kinds=frozenset(KINDS[:3])), boost)
-        record["importance_filter"] = measure(service, questions, Filters(min_importance=90), boost)
+        record["session_filter"] = measure(service, questions, Filters(session_id=session), boost, write)
+        record["kinds_filter"] = measure(service, questions, Filters(kinds=frozenset(KINDS[:3])), boost, write)
+        record["importance_filter"] = measure(service, questions, Filters(min_importance=90), boost, write)
         after, before = _middle_window(service, 0.01)
-        record["time_filter"] = measure(service, questions, Filters(after=after, before=before), boost)
+        record["time_filter"] = measure(service, questions, Filters(after=after, before=before), boost, write)
         record["work"] = work(service, questions, boost)
         record["rss_mb"] = round(_rss_mb(), 1)
         record["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -218,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", help="store directory to build (or reuse) and keep")
     parser.add_argument("--no-context", action="store_true",
                         help="rank by the own fields alone (no context boost), for comparison")
+    parser.add_argument("--write-between", action="store_true",
+                        help=f"write a message (session {WRITES_SESSION!r}, not timed) before every timed search: "
+                             "each search then sees a new snapshot; this ADDS messages to the store")
     args = parser.parse_args(argv)
     path = args.store or os.path.join(tempfile.mkdtemp(prefix="convmem-scale-"), "store")
     built = None
@@ -229,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             child.start()
             built = queue.get()
             child.join()
-        record = run(path, args.data, args.messages, boost=not args.no_context)
+        record = run(path, args.data, args.messages, boost=not args.no_context, write=args.write_between)
         record["build"] = built or "reused"
     finally:
         if not args.store:
