@@ -117,6 +117,47 @@ def fielded(tmp_path_factory):
         svc.close()
 
 
+def _window(svc: MemoryService, low: float, high: float) -> tuple[int, int]:
+    """(after, before) around the messages between the ``low`` and ``high`` shares by timestamp."""
+    from projections.index.layout import TIMES
+    with svc.store.read() as tx, tx.txn.cursor(db=tx.db(TIMES)) as cur:
+        stamps = [int.from_bytes(k[:8], "big") for k in cur.iternext(values=False)]
+    return stamps[int(low * len(stamps))], stamps[int(high * len(stamps))]
+
+
+@pytest.mark.parametrize("path", ["set", "checks", "masks", "too-wide"])
+@pytest.mark.parametrize("extra", [{}, {"min_importance": 40}, {"kinds": frozenset({"semantic", "procedure"})}],
+                         ids=["window", "window+importance", "window+kinds"])
+@pytest.mark.parametrize("corpus", ["big", "fielded"])
+def test_a_time_window_gives_exactly_the_exhaustive_top_k_whichever_way_it_is_applied(corpus, extra, path, request,
+                                                                                     monkeypatch):
+    """A time window as the allowed set, checked on each candidate's row, read
+    whole into an array with the other conditions (``masks``), or too wide
+    for that (rows again): the exhaustive evaluation's hits, all in the window."""
+    svc = request.getfixturevalue(corpus)
+    after, before = _window(svc, 0.3, 0.6)
+    flt = Filters(after=after, before=before, **extra)
+    if path != "set":
+        monkeypatch.setattr(search, "ALLOWED_MAX", 0)
+    monkeypatch.setattr(filters, "MASK_AFTER", 1 << 60 if path == "checks" else 0)
+    if path == "too-wide":
+        monkeypatch.setattr(filters, "TIME_MASK_MAX", 3)
+
+    def hits(query: str, prune: bool) -> list[search.Hit]:
+        with svc.store.read() as tx:
+            return search.search(tx, query, flt, 10, prune=prune, context=True)
+
+    found = 0
+    for query in QUERIES:
+        got = hits(query, True)
+        assert [(h.doc, h.score, h.breakdown) for h in got] == [(h.doc, h.score, h.breakdown)
+                                                                for h in hits(query, False)]
+        assert all(after <= h.doc.timestamp < before and h.doc.importance >= flt.min_importance
+                   and (not flt.kinds or h.doc.kind in flt.kinds) for h in got)
+        found += len(got)
+    assert found or (corpus == "big" and flt.kinds)
+
+
 @pytest.mark.parametrize("path", ["walk", "set", "checks", "masks"])
 @pytest.mark.parametrize("context", [True, False], ids=["context", "own"])
 @pytest.mark.parametrize("flt", FILTERS, ids=lambda f: repr(f)[8:40])

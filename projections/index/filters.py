@@ -51,6 +51,7 @@ class Filter(Protocol):
 
 TIME_SCAN = 10_001          # ``times`` keys counted at most to size a time window
 MASK_AFTER = 512            # documents asked about before a search reads the facet lists whole (.masks)
+TIME_MASK_MAX = 200_000     # a time window's documents read whole into an array (likewise) at most
 _NEVER = 1 << 64            # past every timestamp
 
 
@@ -80,6 +81,7 @@ class FacetFilter:
         self._verdicts: dict[int, bool] = {}
         self._window_found: list[bytes] | None = None
         self._mask: np.ndarray | None = None
+        self._no_time_mask = False           # the time window is too large to read whole
         self._asked = 0
         conditions = self._conditions()
         self._facet_keys: dict[_Name, list[bytes]] = dict(conditions)
@@ -202,11 +204,14 @@ class FacetFilter:
         one kept — on its facet lists read as one array (:mod:`.masks`)."""
         if not self.checks:
             return np.ones(len(docnos), bool)
-        if self._mask is None and "time" not in self._pending:
-            facets = [self._facet_keys[name] for name in sorted(self._pending, key=str)]
+        if self._mask is None and not self._no_time_mask:
             self._asked += len(docnos)
-            self._mask = (masks.mask(self.tx, facets) if self._asked > MASK_AFTER
-                          else masks.kept(self.tx, facets))
+            facets = [self._facet_keys[name] for name in sorted(self._pending, key=str) if name != "time"]
+            if "time" not in self._pending:
+                self._mask = (masks.mask(self.tx, facets) if self._asked > MASK_AFTER
+                              else masks.kept(self.tx, facets))
+            elif self._asked > MASK_AFTER:
+                self._mask = self._time_mask(facets)
         if self._mask is not None:
             inside = docnos < len(self._mask)
             return inside & self._mask[np.where(inside, docnos, 0)]
@@ -219,6 +224,29 @@ class FacetFilter:
                 raw = rows.get(key)
                 self._verdicts[d] = raw is not None and self._meets(d, unsealed(key, raw, "a search document record"))
         return np.fromiter(map(self._verdicts.__getitem__, docnos.tolist()), bool, len(docnos))
+
+    def _time_mask(self, facets: list[list[bytes]]) -> np.ndarray | None:
+        """The documents in the time window that meet the facet conditions, as
+        a bool array by docno: the window's keys read whole (this search
+        only: windows differ from query to query) — unless it holds more than
+        ``TIME_MASK_MAX`` documents (then None, and rows are checked)."""
+        keys = self._window_found
+        if keys is None:
+            first, end = self._window_keys()
+            with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
+                if cur.set_range(first):
+                    keys = list(islice(takewhile(partial(gt, end), cur.iternext(values=False)), TIME_MASK_MAX + 1))
+        if keys is not None and len(keys) > TIME_MASK_MAX:
+            self._no_time_mask = True
+            return None
+        inside = tail_docnos(b"".join(keys or []), len(time_key(0, 0)))
+        kept = masks.mask(self.tx, facets) if facets else None
+        out = np.zeros(max(int(inside.max()) + 1 if len(inside) else 0, 0 if kept is None else len(kept)), bool)
+        out[inside] = True
+        if kept is not None:
+            out[:len(kept)] &= kept
+            out[len(kept):] = False
+        return out
 
     def _check(self, docno: int) -> bool:
         raw = raw_doc(self.tx, docno)
