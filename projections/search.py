@@ -112,7 +112,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     trace = trace if trace is not None else Trace()
     pool = max(limit, POOL) if context else limit
     st = stats.read(tx)
-    fl = FacetFilter(tx, flt, st["active"])
+    fl = FacetFilter(tx, flt, st["active"], (st["updates"], st["deleted"]))
     pend = pending(tx)
     trace.pending = len(pend)
     if fl.size == 0 and not pend:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from eventstore.errors import CorruptStoreError
 from eventstore.events import Metadata
 from projections import evaluation
+from projections.index import IndexConfig
 from projections.index.arrays import DecodedLists, counts, decode_chunks, first_docnos
 from projections.index.chunks import chunk_count, cut_list, decode_chunk
 from projections.search import Filters
@@ -233,5 +234,58 @@ def test_a_search_of_a_snapshot_already_searched_reads_no_chunks_of_the_lists_ke
         assert reads                                             # a new snapshot: read again
         monkeypatch.setattr(evaluation, "LISTS", DecodedLists(1 << 30))
         assert ranked(svc, "deploy status") == again
+    finally:
+        svc.close()
+
+
+def test_facet_arrays_outlive_a_write_that_merges_nothing_but_no_update_or_delete(store_path, monkeypatch):
+    """A kept facet array answers after a plain write (no merge: the facet
+    lists are as they were) and is read again after an update or a delete of
+    a merged document — the rankings always those of the rows."""
+    from projections import search
+    from projections.index import filters, masks
+    monkeypatch.setattr(search, "ALLOWED_MAX", 0)
+    kinds = ("semantic", "procedure", "conversation")
+    flt = Filters(kinds=frozenset(kinds[:2]))
+    built: list[int] = []
+    real = masks.facet_docnos
+    monkeypatch.setattr(masks, "facet_docnos", lambda tx, key: (built.append(1), real(tx, key))[1])
+    svc = MemoryService(store_path, index_config=IndexConfig(merge_at=64, chunk=16))
+
+    def both() -> list:
+        with monkeypatch.context() as m:
+            m.setattr(filters, "MASK_AFTER", 0)
+            with_masks = ranked_by(svc, flt)
+        with monkeypatch.context() as m:
+            m.setattr(filters, "MASK_AFTER", 1 << 60)
+            m.setattr(masks, "kept", lambda *_: None)
+            by_rows = ranked_by(svc, flt)
+        assert with_masks == by_rows and by_rows
+        return by_rows
+    try:
+        ids = [svc.write_message("s", "user", f"status report item{i % 9}",
+                                 Metadata(memory_kind=kinds[i % 3]))["message"]["message_id"] for i in range(240)]
+        both()                                               # the first 192 merged, 48 pending
+        built.clear()
+        svc.write_message("s", "user", "status item3 again", Metadata(memory_kind="semantic"))
+        both()
+        assert not built                                     # the same facet lists: the array kept
+        target = ids[2]                                      # merged, a conversation: filtered out
+        assert target not in [mid for mid, _ in both()]
+        built.clear()
+        svc.update_message(target, "status item3 item3 item3", {"memory_kind": "semantic"}, None)
+        assert target in [mid for mid, _ in both()]          # now the best, and it passes
+        assert built                                         # read again after the update
+        built.clear()
+        svc.delete_message(ids[1], None)
+        both()
+        assert built
+        built.clear()
+        best = svc.write_message("s", "user", "status item3 item3 item3 item3",
+                                 Metadata(memory_kind="procedure"))["message"]["message_id"]
+        for i in range(70):                                  # a merge: the facet lists grow
+            svc.write_message("s", "user", f"filler {i}", Metadata(memory_kind="conversation"))
+        assert best in [mid for mid, _ in both()]
+        assert built
     finally:
         svc.close()

@@ -71,9 +71,10 @@ class FacetFilter:
     say) filters nothing and is dropped.
     """
 
-    def __init__(self, tx: Tx, flt: Filter, n_docs: int) -> None:
-        """``flt`` has ``session_id``, ``kinds``, ``tiers``, ``tags``, ``min_importance``."""
-        self.tx, self.flt = tx, flt
+    def __init__(self, tx: Tx, flt: Filter, n_docs: int, changes: tuple[int, ...] | None = None) -> None:
+        """``flt`` has ``session_id``, ``kinds``, ``tiers``, ``tags``, ``min_importance``;
+        ``changes``: the store's counts of updates and deletes (:func:`.masks.mask`)."""
+        self.tx, self.flt, self._changes = tx, flt, changes
         self.allowed_docnos: np.ndarray | None = None     # the allowed set (materialize), sorted
         self._allowed: set[int] | None = None
         self.size = -1                       # -1: nothing to filter
@@ -208,8 +209,8 @@ class FacetFilter:
             self._asked += len(docnos)
             facets = [self._facet_keys[name] for name in sorted(self._pending, key=str) if name != "time"]
             if "time" not in self._pending:
-                self._mask = (masks.mask(self.tx, facets) if self._asked > MASK_AFTER
-                              else masks.kept(self.tx, facets))
+                self._mask = (masks.mask(self.tx, facets, self._changes) if self._asked > MASK_AFTER
+                              else masks.kept(self.tx, facets, self._changes))
             elif self._asked > MASK_AFTER:
                 self._mask = self._time_mask(facets)
         if self._mask is not None:
@@ -240,7 +241,7 @@ class FacetFilter:
             self._no_time_mask = True
             return None
         inside = tail_docnos(b"".join(keys or []), len(time_key(0, 0)))
-        kept = masks.mask(self.tx, facets) if facets else None
+        kept = masks.mask(self.tx, facets, self._changes) if facets else None
         out = np.zeros(max(int(inside.max()) + 1 if len(inside) else 0, 0 if kept is None else len(kept)), bool)
         out[inside] = True
         if kept is not None:

@@ -31,9 +31,9 @@ _lock = threading.Lock()
 _kept: OrderedDict[tuple, tuple[dict, np.ndarray]] = OrderedDict()
 
 
-def kept(tx: Tx, conditions: Sequence[Sequence[bytes]]) -> np.ndarray | None:
-    """The mask of ``conditions`` if one is kept for this snapshot."""
-    return _lookup(tx, _name(tx, conditions))
+def kept(tx: Tx, conditions: Sequence[Sequence[bytes]], changes: tuple[int, ...] | None = None) -> np.ndarray | None:
+    """The mask of ``conditions`` if one is kept for this snapshot (see :func:`mask`)."""
+    return _lookup(tx, _name(tx, conditions, changes))
 
 
 def _lookup(tx: Tx, name: tuple | None) -> np.ndarray | None:
@@ -44,10 +44,16 @@ def _lookup(tx: Tx, name: tuple | None) -> np.ndarray | None:
     return found[1] if found is not None and found[0] is tx.dbs else None
 
 
-def mask(tx: Tx, conditions: Sequence[Sequence[bytes]]) -> np.ndarray:
+def mask(tx: Tx, conditions: Sequence[Sequence[bytes]], changes: tuple[int, ...] | None = None) -> np.ndarray:
     """Which merged documents meet every condition — each a list of facet
-    keys, met by a document in any of their lists."""
-    name = _name(tx, conditions)
+    keys, met by a document in any of their lists.
+
+    ``changes``: the store's counts of updates and deletes.  With them a mask
+    is kept not for one snapshot but for as long as the facet lists stay as
+    they are: they change only when a merge adds to them (their entries grow),
+    or an update or a delete changes a document's (those counts grow) — a
+    write that merges nothing leaves the mask good."""
+    name = _name(tx, conditions, changes)
     found = _lookup(tx, name)
     if found is not None:
         return found
@@ -70,9 +76,12 @@ def mask(tx: Tx, conditions: Sequence[Sequence[bytes]]) -> np.ndarray:
     return out
 
 
-def _name(tx: Tx, conditions: Sequence[Sequence[bytes]]) -> tuple | None:
+def _name(tx: Tx, conditions: Sequence[Sequence[bytes]], changes: tuple[int, ...] | None) -> tuple | None:
     snap = snapshot(tx)
-    return None if snap is None else (id(snap[0]), snap[1], tuple(tuple(keys) for keys in conditions))
+    if snap is None:
+        return None
+    state = snap[1] if changes is None else (tx.txn.stat(tx.db(FACETS))["entries"], *changes)
+    return id(snap[0]), state, tuple(tuple(keys) for keys in conditions)
 
 
 def snapshot(tx: Tx) -> Snapshot | None:
