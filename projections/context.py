@@ -43,10 +43,10 @@ import numpy as np
 
 from eventstore.transaction import Tx
 
-from .index import DOCS, FACETS, Pending, docno_key
+from .index import FACETS, Pending, docno_key
 from .index.arrays import tail_docnos
-from .index.docs import DOC_BYTES, DOC_SESSION, raw_doc
-from .index.layout import docno_of, unsealed
+from .index.docs import DOC_BYTES, DOC_SESSION, raw_doc, raw_docs
+from .index.layout import docno_of
 
 WINDOW = 2          # messages on each side
 WEIGHT = 0.8        # of the context score in the noisy-OR
@@ -188,12 +188,8 @@ class ContextScorer:
         todo = [d for d in docnos if d not in self._rows]
         if not todo:
             return
-        keys = [docno_key(d) for d in todo]
-        with self.tx.txn.cursor(db=self.tx.db(DOCS)) as cur:
-            found = dict(cur.getmulti(keys))
-        for d, key in zip(todo, keys):
-            raw = found.get(key)
-            self._rows[d] = _row_of(None if raw is None else unsealed(key, raw, "a search document record"))
+        for d, raw in zip(todo, raw_docs(self.tx, todo)):
+            self._rows[d] = _row_of(raw)
 
     def _neighbours(self, docno: int, key: bytes) -> list[int]:
         """Up to ``WINDOW`` docnos of the session before ``docno`` and after it."""

@@ -38,9 +38,7 @@ import dataclasses
 import heapq
 import math
 from dataclasses import dataclass
-from functools import partial
-from itertools import takewhile
-from operator import gt, itemgetter
+from operator import itemgetter
 
 import numpy as np
 
@@ -67,7 +65,7 @@ from .evaluation import (
 from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, exact_key, list_prefix, pending
 from .index.arrays import Kept, counts, first_docnos
 from .index.filters import FacetFilter
-from .index.layout import docno_of
+from .index.layout import docno_of, key_range
 from .index.masks import snapshot
 from .query import Filters
 from .tokens import query_terms
@@ -184,9 +182,7 @@ def _chunks(cur, prefix: bytes) -> tuple[list[bytes], list[bytes]]:
     """The keys and chunks of the list whose keys start with ``prefix`` (it
     ends in NUL: they are the keys from it up to the prefix ending in 1),
     collected without a Python step per chunk."""
-    if not cur.set_range(prefix):
-        return [], []
-    items = list(takewhile(partial(gt, (prefix[:-1] + b"\x01",)), cur.iternext()))
+    items = key_range(cur, prefix, prefix[:-1] + b"\x01", values=True)
     return list(map(itemgetter(0), items)), list(map(itemgetter(1), items))
 
 

@@ -69,6 +69,15 @@ def raw_doc(tx: Tx, docno: int) -> bytes | None:
     return None if raw is None else unsealed(key, raw, "a search document record")
 
 
+def raw_docs(tx: Tx, docnos: list[int]) -> list[bytes | None]:
+    """:func:`raw_doc` of each of ``docnos``, read in one call."""
+    keys = [docno_key(d) for d in docnos]
+    with tx.txn.cursor(db=tx.db(DOCS)) as cur:
+        found = dict(cur.getmulti(keys))
+    return [None if (raw := found.get(key)) is None else unsealed(key, raw, "a search document record")
+            for key in keys]
+
+
 def doc(tx: Tx, docno: int) -> Doc | None:
     raw = raw_doc(tx, docno)
     if raw is None:

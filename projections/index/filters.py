@@ -8,9 +8,6 @@ document in timestamp order, so a time window is a range of keys.
 
 from __future__ import annotations
 
-from functools import partial
-from itertools import islice, takewhile
-from operator import gt
 from typing import Protocol
 
 import numpy as np
@@ -20,8 +17,8 @@ from eventstore.transaction import Tx
 
 from . import masks
 from .arrays import tail_docnos
-from .docs import DOC_IMPORTANCE, DOC_KIND, DOC_ROLE, DOC_SESSION, DOC_TIER, DOC_TIME, Doc, doc, raw_doc
-from .layout import DOCS, FACETS, TIMES, docno_key, time_key, unsealed
+from .docs import DOC_IMPORTANCE, DOC_KIND, DOC_ROLE, DOC_SESSION, DOC_TIER, DOC_TIME, Doc, doc, raw_doc, raw_docs
+from .layout import FACETS, TIMES, docno_key, key_range, time_key
 from .records import Pending
 
 # a condition's name: the filter's field, or ("tag", the tag)
@@ -116,14 +113,20 @@ class FacetFilter:
 
     def _count_window(self, cap: int) -> int:
         """Documents in the time window, counted up to ``cap``."""
-        first, end = self._window_keys()
-        keys: list[bytes] = []
-        with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
-            if cur.set_range(first):
-                keys = list(islice(takewhile(partial(gt, end), cur.iternext(values=False)), cap))
-        if len(keys) < cap:
-            self._window_found = keys          # the whole window: materialize needs no second walk
-        return len(keys)
+        keys = self._window_list(cap - 1)
+        return cap if keys is None else len(keys)
+
+    def _window_list(self, cap: int | None = None) -> list[bytes] | None:
+        """The time window's ``times`` keys in order (read once a search), or
+        None when there are more than ``cap``."""
+        if self._window_found is None:
+            first, end = self._window_keys()
+            with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
+                keys = key_range(cur, first, end, None if cap is None else cap + 1)
+            if cap is not None and len(keys) > cap:
+                return None
+            self._window_found = keys
+        return self._window_found
 
     def _in_window(self, timestamp: int) -> bool:
         lo, hi = self._window or (0, _NEVER)
@@ -160,14 +163,7 @@ class FacetFilter:
             return False
         parts = []
         if self._best == "time":
-            keys = self._window_found
-            if keys is None:
-                first, end = self._window_keys()
-                keys = []
-                with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
-                    if cur.set_range(first):
-                        keys = list(takewhile(partial(gt, end), cur.iternext(values=False)))
-            parts.append(tail_docnos(b"".join(keys), len(time_key(0, 0))))
+            parts.append(tail_docnos(b"".join(self._window_list() or []), len(time_key(0, 0))))
         parts.extend(masks.facet_docnos(self.tx, key) for key in self._keys)
         self.allowed_docnos = masks.distinct(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
         self._pending.discard(self._best)
@@ -217,13 +213,8 @@ class FacetFilter:
             inside = docnos < len(self._mask)
             return inside & self._mask[np.where(inside, docnos, 0)]
         todo = [d for d in docnos.tolist() if d not in self._verdicts]
-        if todo:
-            keys = [docno_key(d) for d in todo]
-            with self.tx.txn.cursor(db=self.tx.db(DOCS)) as cur:
-                rows = dict(cur.getmulti(keys))
-            for d, key in zip(todo, keys):
-                raw = rows.get(key)
-                self._verdicts[d] = raw is not None and self._meets(d, unsealed(key, raw, "a search document record"))
+        for d, raw in zip(todo, raw_docs(self.tx, todo)):
+            self._verdicts[d] = raw is not None and self._meets(d, raw)
         return np.fromiter(map(self._verdicts.__getitem__, docnos.tolist()), bool, len(docnos))
 
     def _time_mask(self, facets: list[list[bytes]]) -> np.ndarray | None:
@@ -231,16 +222,11 @@ class FacetFilter:
         a bool array by docno: the window's keys read whole (this search
         only: windows differ from query to query) — unless it holds more than
         ``TIME_MASK_MAX`` documents (then None, and rows are checked)."""
-        keys = self._window_found
+        keys = self._window_list(TIME_MASK_MAX)
         if keys is None:
-            first, end = self._window_keys()
-            with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
-                if cur.set_range(first):
-                    keys = list(islice(takewhile(partial(gt, end), cur.iternext(values=False)), TIME_MASK_MAX + 1))
-        if keys is not None and len(keys) > TIME_MASK_MAX:
             self._no_time_mask = True
             return None
-        inside = tail_docnos(b"".join(keys or []), len(time_key(0, 0)))
+        inside = tail_docnos(b"".join(keys), len(time_key(0, 0)))
         kept = masks.mask(self.tx, facets, self._changes) if facets else None
         out = np.zeros(max(int(inside.max()) + 1 if len(inside) else 0, 0 if kept is None else len(kept)), bool)
         out[inside] = True

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from functools import partial
+from itertools import islice, takewhile
+from operator import gt
 
 from eventstore.errors import CorruptStoreError
 
@@ -58,3 +61,13 @@ def unsealed(key: bytes, raw: bytes, what: str) -> bytes:
     if len(raw) < 4 or zlib.crc32(body, zlib.crc32(key)).to_bytes(4, "little") != raw[-4:]:
         raise CorruptStoreError(f"{what} failed its checksum")
     return body
+
+
+def key_range(cur, first: bytes, end: bytes, limit: int | None = None, values: bool = False) -> list:
+    """The keys from ``first`` up to ``end`` (not included) — ``(key, value)``
+    pairs with ``values`` — at most ``limit`` of them, read without a Python
+    step per key."""
+    if not cur.set_range(first):
+        return []
+    found = takewhile(partial(gt, (end,) if values else end), cur.iternext(values=values))
+    return list(found if limit is None else islice(found, limit))
