@@ -106,6 +106,13 @@ class RawServer:
             stream.close()
 
 
+def handshake() -> list[dict]:
+    """A client's first two lines: ``initialize`` (id 1) and ``notifications/initialized``."""
+    return [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+
+
 def write_args(content: str, session: str = "s") -> dict:
     return {"session_id": session, "role": "user", "content": content}
 
@@ -165,9 +172,7 @@ def test_a_client_that_writes_megabytes_before_reading_gets_every_answer_whole(s
     or both sides would wait for each other forever."""
     server = RawServer(store_path, tmp_path / "stderr.log", reading=False)
     big = "é" * 500_000
-    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                 "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}},
-             {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    lines = handshake()
     lines += [{"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
                "params": {"name": "write_message", "arguments": write_args(f"{i} {big}")}} for i in range(6)]
     try:
@@ -211,9 +216,7 @@ def test_a_client_that_closed_its_end_of_stdout_leaves_a_server_that_ends_cleanl
         proc = _proc.start(serve_command(store_path, log_level=None), stdin=subprocess.PIPE, stdout=write_end,
                            stderr=err)
     os.close(write_end)
-    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                 "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}},
-             {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    lines = handshake()
     lines += [{"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
                "params": {"name": "write_message", "arguments": write_args(f"unread {i}")}} for i in range(3)]
     try:
