@@ -197,7 +197,15 @@ class EventStore:
         read models end with the same bytes as when each event is written
         in a transaction of its own.
         """
+        if bulk:        # room for as much again: a large transaction is not run out of map half way
+            self._reserve_headroom()
         return self._run(command, "writing to the store", count_io=True, bulk=bulk)
+
+    def _reserve_headroom(self) -> None:
+        """Grow the map, if need be, to hold twice what is used plus ``INITIAL_MAP``:
+        a transaction that fails on a full map is run again from its start, which
+        for a replay or a bulk batch is seconds of work."""
+        self._env.reserve(2 * self._env.used_bytes() + INITIAL_MAP)
 
     def execute_many(self, commands: Sequence[Callable[[WriteTx], object]]) -> list[tuple[bool, object]]:
         """Group commit: run ``commands`` in order in one write transaction and one
@@ -388,9 +396,7 @@ class EventStore:
             meta.put_projection(w.txn, w.db("meta"), self.projector.schema_version, self.projector.fingerprint)
             w.bulk = True               # projectors may hold their work until the flush
             return self._replay_into(w, 1, progress)
-        # the old read models stay until the commit: room for both, so the
-        # replay is not run out of map (and started again) half way
-        self._env.reserve(2 * self._env.used_bytes() + INITIAL_MAP)
+        self._reserve_headroom()     # the old read models stay until the commit: room for both
         return self._run(rebuild, "rebuilding the read models")
 
     def _replay_into(self, w: WriteTx, start: int, progress=None) -> int:

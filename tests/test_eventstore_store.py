@@ -314,6 +314,26 @@ def test_the_map_grows_when_a_write_does_not_fit(store_path):
         svc.close()
 
 
+def test_a_bulk_write_gets_room_before_it_starts_and_runs_once(store_path):
+    """A bulk transaction (an import's batch) is not run out of map half way and
+    run again from its start: the map is grown first, to twice what is used."""
+    svc = open_service(store_path, map_size=TINY_MAP)
+    runs = []
+
+    def batch(w):
+        runs.append(1)
+        for i in range(60):
+            now = w.now_ms()
+            w.append(MessageWritten(Message(w.new_id(now), "s", "user", f"bulk {i} " + "b" * 2000, now, now)))
+    try:
+        write(svc, "first")
+        svc.store.execute(batch, bulk=True)
+        assert runs == [1]
+        assert svc.health()["active_messages"] == 61
+    finally:
+        svc.close()
+
+
 def test_a_read_transaction_open_in_another_thread_survives_the_map_growing(store_path):
     svc = open_service(store_path, map_size=TINY_MAP)
     first = write(svc, "first")
