@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import logging
 import os
@@ -330,6 +331,35 @@ def test_a_bulk_write_gets_room_before_it_starts_and_runs_once(store_path):
         svc.store.execute(batch, bulk=True)
         assert runs == [1]
         assert svc.health()["active_messages"] == 61
+    finally:
+        svc.close()
+
+
+def test_the_garbage_collector_is_held_off_during_bulk_work_only(store_path):
+    """Bulk transactions (an import's batch, a replay) run with the cyclic
+    collector off, and leave it as they found it; a plain write leaves it on."""
+    svc = open_service(store_path)
+    seen = []
+
+    def command(w):
+        seen.append(gc.isenabled())
+        now = w.now_ms()
+        w.append(MessageWritten(Message(w.new_id(now), "s", "user", "bulk", now, now)))
+    try:
+        assert gc.isenabled()
+        svc.store.execute(command, bulk=True)
+        svc.store.execute(command)
+        assert seen == [False, True] and gc.isenabled()
+        original = svc.store.projector.apply_many
+        svc.store.projector.apply_many = lambda w, batch: (seen.append(gc.isenabled()), original(w, batch))[1]
+        svc.store.rebuild_projections()
+        assert seen[2:] == [False] and gc.isenabled()
+        gc.disable()
+        try:
+            svc.store.execute(command, bulk=True)
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
     finally:
         svc.close()
 
