@@ -4,12 +4,16 @@ reported as file:line."""
 
 from __future__ import annotations
 
+import json
+
 import import_samples as samples
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eventstore.store import EventStore
 from projections.registry import Projector
-from server.importers import Options, run_import
+from server.importers import Options, reading, run_import
 from server.importers.turns import import_id
 from server.maintenance import dump_projections
 from server.service import MemoryService
@@ -254,3 +258,30 @@ def test_an_imported_message_names_its_source_turn_by_a_name_based_id(tmp_path, 
     assert first["metadata"]["source_message_ids"] == [expected]
     assert expected.startswith("0000000000") and len(expected) == 26
     assert first["metadata"]["tags"] == ["claude-code"]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+                     lambda inner: st.lists(inner, max_size=4)
+                     | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+                     max_leaves=20)
+
+
+def _parsed(parse, raw: bytes):
+    try:
+        return "ok", parse(raw)
+    except Exception as exc:        # the kind of failure must match too
+        return "error", type(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON, st.booleans(), st.binary(max_size=30))
+def test_a_jsonl_line_is_read_as_json_loads_reads_it(value, ascii_only, noise):
+    """Lines are decoded without json.loads' encoding sniffing when they start
+    with '{': the same objects and the same failures, lone surrogates, a
+    byte-order mark, invalid UTF-8 and what it takes for UTF-16 included."""
+    lines = [json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass"),
+             json.dumps({"k": value}, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass"),
+             b"{" + noise, noise, b'{"a": "\xed\xa0\x80"}', b"\xef\xbb\xbf{}", b"{\xff}", b'{"a":',
+             "{}".encode("utf-16-le")]
+    for raw in lines:
+        assert _parsed(reading._object, raw) == _parsed(json.loads, raw)

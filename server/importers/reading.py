@@ -49,20 +49,31 @@ def jsonl(path: str, report: Report) -> Iterator[tuple[int, dict[str, Any]]]:
         for number, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue
-            where = f"{path}:{number}"
             try:
-                obj = json.loads(raw)
+                obj = _object(raw)
             except RecursionError:
-                report.skip(where, "JSON nested too deeply")
+                report.skip(f"{path}:{number}", "JSON nested too deeply")
                 continue
             except ValueError:
                 complete = raw.endswith(b"\n")
-                report.skip(where, "not valid JSON" + ("" if complete else " (truncated last line)"))
+                report.skip(f"{path}:{number}", "not valid JSON" + ("" if complete else " (truncated last line)"))
                 continue
             if not isinstance(obj, dict):
-                report.skip(where, "not a JSON object")
+                report.skip(f"{path}:{number}", "not a JSON object")
                 continue
             yield number, obj
+
+
+_decode = json.JSONDecoder().decode
+
+
+def _object(raw: bytes) -> Any:
+    """``json.loads(raw)``: the usual line (``{`` then a byte that is not NUL,
+    which ``json.loads`` takes for UTF-8) decoded as it decodes UTF-8, without
+    its encoding sniffing."""
+    if raw[:1] == b"{" and raw[1:2] != b"\x00":
+        return _decode(raw.decode("utf-8", "surrogatepass"))
+    return json.loads(raw)
 
 
 def export_json(path: str, member: str, report: Report) -> Any:
