@@ -33,15 +33,16 @@ class _Call:
 class InFlight:
     """Runs the fast path's calls and counts what is still to be answered.
 
-    A call runs on a worker thread of the pool it is given, and that thread writes
-    its answer (:meth:`StdoutLines.put`): nothing goes back to the event loop on
-    the way of an answer (no future, no task, no wake-up of the loop).  A call
+    A call runs on a worker thread of the pool it is given (a brief one alone runs
+    on the loop's thread: :meth:`start`), and that thread writes its answer
+    (:meth:`StdoutLines.put`): nothing goes back to the event loop on the way of
+    an answer (no future, no task, no wake-up of the loop).  A call
     the client cancelled (:meth:`cancel`) still runs to its end — a write is not
     torn — and is not answered, as the SDK does.
 
     Threads: :meth:`start`, :meth:`cancel`, :meth:`handed`, :meth:`answered` and
-    :meth:`drain` run on the event loop; a call's end (:meth:`_settle`) on its
-    worker thread.  ``_lock`` guards what both touch: the calls in flight, their
+    :meth:`drain` run on the event loop; a call's end (:meth:`_settle`) on the
+    thread that ran it.  ``_lock`` guards what both touch: the calls in flight, their
     count and the drain's event.
     """
 
@@ -55,14 +56,26 @@ class InFlight:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
-    def start(self, key: Hashable, pool: Executor, answer: Callable[[], bytes], refused: Callable[[], bytes]) -> None:
+    def start(self, key: Hashable, pool: Executor, answer: Callable[[], bytes], refused: Callable[[], bytes], *,
+              brief: bool = False) -> None:
         """Run ``answer()`` on ``pool`` and write the line it returns; ``refused()`` is the
-        line when the call cannot begin (the server has stopped: the pool is shut down)."""
+        line when the call cannot begin (the server has stopped: the pool is shut down).
+
+        A ``brief`` call (one message's write, nothing more read and waiting) that is
+        alone — no other call or request in flight — runs here, on the event loop's
+        thread: for a client that waits for each answer, a worker's wake-up is then
+        off the way of every write (on a busy machine a woken thread may wait for a
+        core).  Meanwhile the loop reads nothing, as the write would have held the
+        store's commit for the next one anyway."""
         self._loop = self._loop or asyncio.get_running_loop()
         call = _Call(key)
         with self._lock:
+            alone = brief and not self._running and not self._sdk and not self._closed
             self._calls[key] = call
             self._running += 1
+        if alone:
+            self._run(call, answer)
+            return
         try:
             if self._closed:
                 raise RuntimeError("the server has stopped")

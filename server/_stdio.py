@@ -79,6 +79,10 @@ class StdinLines:
         self._scanned = 0
         return line.decode("utf-8", "replace")
 
+    def has_line(self) -> bool:
+        """Whether a whole line is read and waiting."""
+        return self._buf.find(b"\n", self._scanned) >= 0
+
     def read(self) -> None:
         """Read what is there (a pollable descriptor: once it is readable, else it may block)."""
         data = os.read(self.fd, _READ)

@@ -200,14 +200,14 @@ async def serve_stdio(store_path: str, *, fast_calls: bool = True, **service_opt
     ``fast_calls``: plain ``tools/call`` requests take :class:`FastCalls` (else all go through the SDK)."""
     async def run() -> None:
         with claimed_stdio() as (stdin, stdout):
-            out = StdoutLines(stdout)
-            fast = FastCalls(out, enabled=fast_calls)
+            out, lines = StdoutLines(stdout), StdinLines(stdin)
+            fast = FastCalls(out, enabled=fast_calls, more_read=lines.has_line)
             reader: MessageReader[SessionMessage] | None = None
             try:
                 writer = MessageWriter(out, line_of, sent=fast.sent)
                 server = build_server(store_path, settle=True, opened=fast.opened, **service_options)
                 unreadable = functools.partial(_answer_unreadable, writer)
-                reader = MessageReader(StdinLines(stdin), parse_line, unreadable, take=fast.take, drain=fast.drain)
+                reader = MessageReader(lines, parse_line, unreadable, take=fast.take, drain=fast.drain)
                 await server.run(reader, writer, server.create_initialization_options())
             finally:
                 fast.close()
@@ -232,7 +232,8 @@ class FastCalls:
     schema, then wrapped in ``JSONRPCResponse`` and serialized.  Here the reader
     hands a plain call to :class:`~server._inflight.InFlight`, right in the event
     loop's callback for readable stdin: :func:`run_call` runs on the same thread
-    pool, and the worker thread writes the answer itself, from a template that
+    pool (a lone write of one message right there), and that thread writes the
+    answer itself, from a template that
     is the SDK's serialization byte for byte (checked, for the version the client
     negotiated, before the first call takes this way: :func:`template_holds`).
 
@@ -262,8 +263,10 @@ class FastCalls:
     every call through the SDK; the draining stays.
     """
 
-    def __init__(self, out: StdoutLines, *, enabled: bool = True) -> None:
+    def __init__(self, out: StdoutLines, *, enabled: bool = True,
+                 more_read: Callable[[], bool] = lambda: False) -> None:
         self._enabled = enabled
+        self._more_read = more_read                          # whether another line is read and waiting
         self._state: AppState | None = None
         self._initializing: set[types.RequestId] = set()    # ids of initialize requests the SDK has not answered
         self._ready = False                                  # plain calls may take the fast path
@@ -310,7 +313,8 @@ class FastCalls:
 
         def refused() -> bytes:
             return (line_of(SessionMessage(error(rid, CONNECTION_CLOSED, "Connection closed"))) + "\n").encode()
-        self._flight.start(coerce_request_id(rid), state.calls, answer, refused)
+        brief = (spec := BY_NAME.get(name)) is not None and spec.brief and not self._more_read()
+        self._flight.start(coerce_request_id(rid), state.calls, answer, refused, brief=brief)
 
 
 _PROGRESS_ONLY = frozenset({"progressToken"})
