@@ -61,12 +61,13 @@ class InFlight:
         """Run ``answer()`` on ``pool`` and write the line it returns; ``refused()`` is the
         line when the call cannot begin (the server has stopped: the pool is shut down).
 
-        A ``brief`` call (one message's write, nothing more read and waiting) that is
-        alone — no other call or request in flight — runs here, on the event loop's
-        thread: for a client that waits for each answer, a worker's wake-up is then
-        off the way of every write (on a busy machine a woken thread may wait for a
-        core).  Meanwhile the loop reads nothing, as the write would have held the
-        store's commit for the next one anyway."""
+        A ``brief`` call (one message's write on a store that is not replicated,
+        nothing more read and waiting) that is alone — no other call or request in
+        flight — runs here, on the event loop's thread: for a client that waits for
+        each answer, a worker's wake-up is then off the way of every write (on a busy
+        machine a woken thread may wait for a core).  Meanwhile the loop reads
+        nothing, as the write would have held the store's commit for the next one
+        anyway."""
         self._loop = self._loop or asyncio.get_running_loop()
         call = _Call(key)
         with self._lock:

@@ -313,7 +313,9 @@ class FastCalls:
 
         def refused() -> bytes:
             return (line_of(SessionMessage(error(rid, CONNECTION_CLOSED, "Connection closed"))) + "\n").encode()
-        brief = (spec := BY_NAME.get(name)) is not None and spec.brief and not self._more_read()
+        # not on a replicated store: its writes wait for the stream's acknowledgement
+        brief = ((spec := BY_NAME.get(name)) is not None and spec.brief and not self._more_read()
+                 and state.service is not None and state.service.replicated is None)
         self._flight.start(coerce_request_id(rid), state.calls, answer, refused, brief=brief)
 
 
