@@ -8,23 +8,25 @@ write's CPU:
 
 * the SDK reads stdin in a worker thread that cannot be cancelled (on a
   terminal, SIGINT cancelled the server but the process then waited for the next
-  line).  :class:`StdinLines` waits for input in the event loop
-  (``wait_readable`` on a pipe, socket or terminal), so cancelling it is
-  immediate; a regular file or ``/dev/null`` never blocks and is read in a thread;
+  line).  Here a pipe, socket or terminal stays registered with the event loop
+  (:class:`MessageReader`), so cancelling is immediate; a regular file or
+  ``/dev/null`` never blocks and is read in a thread;
 * the SDK writes each response with two calls into a worker thread (write, then
-  flush).  :class:`StdoutLines` writes from the event loop: on a pipe or socket
-  the descriptor is non-blocking and a full pipe is waited for
-  (``wait_writable``), so a client slow to read never blocks the loop; anything
+  flush).  :class:`StdoutLines` writes at once from whichever thread has the
+  line: on a pipe or socket the descriptor is non-blocking and what a full pipe
+  does not take is written by the event loop when there is room
+  (``wait_writable``), so a client slow to read never blocks anyone; anything
   else (a terminal, a file) is written in a thread as the SDK does;
 * the SDK puts a task and a memory stream on each side (a reader task parsing
   lines into a stream, a writer task draining one).  :class:`MessageReader` and
-  :class:`MessageWriter` are the streams ``Server.run`` takes, doing that work
-  in the task that receives or sends: two task switches fewer per request;
-* the reader may hand a message to a ``take`` hook instead of the SDK (the MCP
-  layer's fast path for ``tools/call``, which answers through
-  :meth:`MessageWriter.send_line`), and at the end of stdin it awaits a
-  ``drain`` hook before the SDK sees the end: the SDK cancels what is still
-  in flight when its input ends, so calls already read would go unanswered.
+  :class:`MessageWriter` are the streams ``Server.run`` takes, with no task or
+  stream of their own;
+* the reader hands each message to a ``take`` hook first (the MCP layer's fast
+  path for ``tools/call``, which runs the call on a worker thread that writes
+  its answer through :meth:`StdoutLines.put`), right in the event loop's
+  callback for the readable descriptor; and at the end of stdin it awaits a
+  ``drain`` hook before the SDK sees the end: the SDK cancels what is still in
+  flight when its input ends, so calls already read would go unanswered.
 
 :func:`until_signal` runs the server until SIGINT or SIGTERM, then cancels
 it: the lifespan's ``finally`` closes the store after the write in progress
@@ -33,12 +35,15 @@ it: the lifespan's ``finally`` closes the store after the write in progress
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import fcntl
 import logging
 import os
 import signal
 import stat
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Generic, Self, TypeVar
 
@@ -51,46 +56,51 @@ M = TypeVar("M")                    # a message of the protocol (the MCP layer's
 
 class StdinLines:
     """The lines of file descriptor ``fd`` (UTF-8, undecodable bytes replaced, as
-    the SDK reads them)."""
+    the SDK reads them): :meth:`read` adds what the descriptor holds, :meth:`line`
+    takes the next whole line (the last one unterminated at the end of input)."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         mode = os.fstat(fd).st_mode
-        self._pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+        self.pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+        self.eof = False
         self._buf = bytearray()
         self._scanned = 0
-        self._eof = False
 
-    def __aiter__(self) -> StdinLines:
-        return self
-
-    async def __anext__(self) -> str:
-        while (end := self._buf.find(b"\n", self._scanned)) < 0:
+    def line(self) -> str | None:
+        """The next line; None until more has been read (or, at the end of input, for good)."""
+        if (end := self._buf.find(b"\n", self._scanned)) < 0:
             self._scanned = len(self._buf)
-            if self._eof:
-                if not self._buf:
-                    raise StopAsyncIteration
-                end = len(self._buf) - 1
-                break
-            await self._fill()
+            if not self.eof or not self._buf:
+                return None
+            end = len(self._buf) - 1
         line = bytes(self._buf[:end + 1])
         del self._buf[:end + 1]
         self._scanned = 0
         return line.decode("utf-8", "replace")
 
-    async def _fill(self) -> None:
-        if self._pollable:
-            await anyio.wait_readable(self.fd)
-            data = os.read(self.fd, _READ)
-        else:
-            data = await anyio.to_thread.run_sync(os.read, self.fd, _READ)
-        self._eof = not data
+    def has_line(self) -> bool:
+        """Whether a whole line is read and waiting."""
+        return self._buf.find(b"\n", self._scanned) >= 0
+
+    def read(self) -> None:
+        """Read what is there (a pollable descriptor: once it is readable, else it may block)."""
+        data = os.read(self.fd, _READ)
+        self.eof = not data
         self._buf += data
 
 
 class StdoutLines:
     """Writes the protocol's lines to file descriptor ``fd`` (UTF-8, as the SDK
-    writes them); :meth:`close` puts the descriptor back in blocking mode."""
+    writes them), whole and in order, from the event loop or any other thread.
+
+    On a pipe or socket the descriptor is non-blocking: :meth:`put` writes at once,
+    and what a full pipe does not take waits in a backlog that a task of the event
+    loop writes when the pipe has room (``wait_writable``), before any line put
+    later; so no writer ever blocks, and a worker thread can write a tool call's
+    answer itself.  Anything else (a terminal, a file) is written blocking: from a
+    worker thread directly, from the event loop in a thread, as the SDK does.
+    :meth:`close` puts the descriptor back in blocking mode."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -98,25 +108,96 @@ class StdoutLines:
         self._pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
         if self._pollable:
             os.set_blocking(fd, False)
+        self._loop = asyncio.get_running_loop()
+        self._lock = threading.Lock()           # one writer at a time; guards the backlog
+        self._backlog: collections.deque[bytes] = collections.deque()
+        self._broken = False                    # the reader is gone
+        self._flusher: asyncio.Task[None] | None = None
+        self._flushed: list[asyncio.Future[None]] = []
+
+    def put(self, data: bytes) -> bool:
+        """Write ``data`` whole after every line put before it (or leave the rest to the
+        backlog); False once the reader is gone.  Any thread; never blocks on a pipe."""
+        with self._lock:
+            if self._broken:
+                return False
+            if not self._backlog:
+                try:
+                    done = os.write(self.fd, data) if self._pollable else _write_all(self.fd, data)
+                except BlockingIOError:
+                    done = 0
+                except BrokenPipeError:
+                    self._broken = True
+                    return False
+                if done == len(data):
+                    return True
+                data = data[done:]
+            self._backlog.append(data)
+            if len(self._backlog) == 1:
+                self._loop.call_soon_threadsafe(self._flush_soon)
+        return True
 
     async def write(self, data: bytes) -> None:
-        """Write ``data`` whole; ``anyio.BrokenResourceError`` once the reader is gone
-        (what the SDK's dispatcher expects of a stream nobody receives from: it drops
-        the answer and goes on until stdin ends)."""
-        try:
-            if not self._pollable:
-                await anyio.to_thread.run_sync(_write_all, self.fd, data)
-                return
-            view, done = memoryview(data), 0
-            while done < len(data):
-                try:
-                    done += os.write(self.fd, view[done:])
-                except BlockingIOError:
-                    await anyio.wait_writable(self.fd)
-        except BrokenPipeError as exc:
-            raise anyio.BrokenResourceError from exc
+        """Write ``data`` whole and wait until it is written; ``anyio.BrokenResourceError``
+        once the reader is gone (what the SDK's dispatcher expects of a stream nobody
+        receives from: it drops the answer and goes on until stdin ends)."""
+        if not self._pollable:
+            written = await anyio.to_thread.run_sync(self.put, data)
+        elif (written := self.put(data)) and self._backlog:
+            future = self._loop.create_future()
+            self._flushed.append(future)
+            await future
+            written = not self._broken
+        if not written:
+            raise anyio.BrokenResourceError
 
-    def close(self) -> None:
+    def _flush_soon(self) -> None:
+        if self._flusher is None:
+            self._flusher = self._loop.create_task(self._flush())
+
+    async def _flush(self) -> None:
+        try:
+            while self._write_backlog():
+                await anyio.wait_writable(self.fd)
+        finally:
+            self._flusher = None
+            for future in self._flushed:
+                if not future.done():
+                    future.set_result(None)
+            self._flushed.clear()
+
+    def _write_backlog(self) -> bool:
+        """Write what the pipe takes of the backlog; whether some is left."""
+        with self._lock:
+            while self._backlog:
+                data = self._backlog[0]
+                try:
+                    done = os.write(self.fd, data)
+                except BlockingIOError:
+                    return True
+                except BrokenPipeError:
+                    self._broken = True
+                    self._backlog.clear()
+                    return False
+                if done < len(data):
+                    self._backlog[0] = data[done:]
+                    return True
+                self._backlog.popleft()
+            return False
+
+    async def close(self, timeout: float) -> None:
+        """Give the backlog up to ``timeout`` seconds to be written (a reader that stopped
+        reading gets no more), then put the descriptor back in blocking mode."""
+        with anyio.move_on_after(timeout, shield=True):
+            while (flusher := self._flusher) is not None:
+                await asyncio.wait([flusher])
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(self._flusher, return_exceptions=True)
+        with self._lock:
+            self._broken = True
+            self._backlog.clear()
         if self._pollable:
             os.set_blocking(self.fd, True)
 
@@ -136,16 +217,28 @@ class _Stream:
         await self.aclose()
 
 
+class _End:
+    """Held for the SDK after the last line: the end of the input."""
+
+
 class MessageReader(_Stream, Generic[M]):
     """The receiving stream of ``Server.run``: each line of ``lines`` made a message
-    by ``parse`` (the SDK's stdio transport's parse, given by the MCP layer), in
-    the task that receives it (no reading task and no stream in between).  A line
-    ``parse`` refuses goes to ``unreadable`` (which may answer it) and is skipped.
+    by ``parse`` (the SDK's stdio transport's parse, given by the MCP layer), with no
+    reading task and no stream in between.  A line ``parse`` refuses goes to
+    ``unreadable`` (which may answer it) and is skipped.
 
     ``take`` sees each message first: when it returns True it has taken the message
     on (it answers it itself) and the SDK never sees it.  At the end of the lines,
     ``drain`` is awaited before the end is reported: what was read gets answered
-    before the SDK, seeing its input end, cancels whatever is still in flight."""
+    before the SDK, seeing its input end, cancels whatever is still in flight.
+
+    On a pipe, socket or terminal the descriptor stays registered with the event
+    loop while nothing waits for the SDK: each time it is readable the loop reads
+    it and hands the lines to ``take`` at once, in that one callback (no task
+    woken, no registration made and removed per line).  A message for the SDK is
+    held until the SDK receives it, and meanwhile nothing more is read (the SDK
+    reads at its pace, as from its own transport).  A regular file or ``/dev/null``
+    never blocks: it is read in a thread when the SDK asks for a message."""
 
     def __init__(self, lines: StdinLines, parse: Callable[[str], M],
                  unreadable: Callable[[Exception], Awaitable[None]], *,
@@ -156,24 +249,90 @@ class MessageReader(_Stream, Generic[M]):
         self._unreadable = unreadable
         self._take = take
         self._drain = drain
+        self._held: collections.deque[M | Exception | _End] = collections.deque()   # for the SDK, in order
+        self._failed: BaseException | None = None       # raised by ``take`` in the loop's callback
+        self._waiter: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watching = False
 
     async def receive(self) -> M:
         while True:
             if self._closed:
                 raise anyio.ClosedResourceError
-            try:
-                line = await self._lines.__anext__()
-            except StopAsyncIteration:
+            if self._failed is not None:
+                raise self._failed
+            if not self._held:
+                await self._wait()
+                continue
+            item = self._held[0]
+            if isinstance(item, _End):
                 if self._drain is not None:
                     await self._drain()
-                raise anyio.EndOfStream from None
+                raise anyio.EndOfStream
+            self._held.popleft()
+            self._pump()
+            if not isinstance(item, Exception):
+                return item
+            await self._unreadable(item)
+
+    async def _wait(self) -> None:
+        """Until something is held for the SDK."""
+        if not self._lines.pollable:
+            self._pump()
+            if not self._held:
+                await anyio.to_thread.run_sync(self._lines.read)
+                self._pump()
+            return
+        self._loop = self._loop or asyncio.get_running_loop()
+        self._pump()
+        if self._held or self._failed is not None:
+            return
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _pump(self) -> None:
+        """Take the lines read until one is for the SDK; then watch the descriptor
+        while nothing is held, and wake the SDK's receive when something is."""
+        while not self._held and (line := self._lines.line()) is not None:
             try:
                 message = self._parse(line)
             except Exception as exc:
-                await self._unreadable(exc)
-                continue
+                self._held.append(exc)
+                break
             if not self._take(message):
-                return message
+                self._held.append(message)
+        if not self._held and self._lines.eof:
+            self._held.append(_End())
+        self._watch(not self._held and not self._closed)
+        if self._held and self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _readable(self) -> None:
+        """The loop's callback: the descriptor is readable."""
+        try:
+            self._lines.read()
+            self._pump()
+        except BaseException as exc:            # to the SDK's receive, not the loop's error log
+            self._failed = exc
+            self._watch(False)
+            if self._waiter is not None and not self._waiter.done():
+                self._waiter.set_result(None)
+
+    def _watch(self, on: bool) -> None:
+        if on == self._watching or not self._lines.pollable or self._loop is None:
+            return
+        if on:
+            self._loop.add_reader(self._lines.fd, self._readable)
+        else:
+            self._loop.remove_reader(self._lines.fd)
+        self._watching = on
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._watch(False)
 
     def __aiter__(self) -> MessageReader[M]:
         return self
@@ -189,7 +348,7 @@ class MessageWriter(_Stream, Generic[M]):
     """The sending stream of ``Server.run``: each message made a line by ``serialize``
     (the SDK's stdio transport's serialization, given by the MCP layer) and written
     at once by the task that sends it (no writing task and no stream in between);
-    one message at a time, so the lines of concurrent senders never interleave.
+    :class:`StdoutLines` keeps the lines of concurrent senders whole and in order.
     ``sent`` sees each message before it is written (the MCP layer learns from
     it which requests the SDK has answered)."""
 
@@ -198,26 +357,19 @@ class MessageWriter(_Stream, Generic[M]):
         self._out = out
         self._serialize = serialize
         self._sent = sent
-        self._lock = anyio.Lock(fast_acquire=True)
 
     async def send(self, item: M, /) -> None:
         self._sent(item)
         if self._closed:
             raise anyio.ClosedResourceError
-        await self.send_line((self._serialize(item) + "\n").encode("utf-8"))
-
-    async def send_line(self, line: bytes) -> None:
-        """Write one line already serialized (ending in a newline), between the lines
-        of other senders.  Open to the fast path after the SDK has closed this stream:
-        the descriptor stays open until the server has ended."""
-        async with self._lock:
-            await self._out.write(line)
+        await self._out.write((self._serialize(item) + "\n").encode("utf-8"))
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes) -> int:
     view, done = memoryview(data), 0
     while done < len(data):
         done += os.write(fd, view[done:])
+    return done
 
 
 @contextlib.contextmanager

@@ -8,11 +8,13 @@ Application errors become ``isError`` results with the error body of
 docs/tools.md §Error codes; anything unexpected becomes ``INTERNAL_ERROR``
 with the traceback on stderr (so does an ``InternalError`` the store made of
 a bug: its cause is logged).
+
+Over stdio (:func:`serve_stdio`) a plain ``tools/call`` skips the SDK's dispatch
+(:class:`FastCalls`, its calls in flight kept by :class:`server._inflight.InFlight`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
@@ -34,6 +36,7 @@ from mcp_types import CONNECTION_CLOSED, methods
 from eventstore.errors import ConvMemError, InternalError
 
 from . import render
+from ._inflight import InFlight
 from ._process import in_thread, settle_heap
 from ._stdio import MessageReader, MessageWriter, StdinLines, StdoutLines, claimed_stdio, until_signal
 from .service import MemoryService
@@ -70,18 +73,22 @@ async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResu
 
 
 async def call_text(state: AppState, name: str, arguments: Any) -> tuple[str, bool]:
-    """Run one tool call to completion: its result's JSON text and ``isError``; never raises."""
+    """Run one tool call to completion: its result's JSON text and ``isError``; never raises.
+    Writes too run on worker threads: a lone one commits there, and the service's group
+    committer gathers concurrent ones into one commit on its writer thread."""
+    return await in_thread(state.calls, functools.partial(run_call, state, name, arguments))
+
+
+def run_call(state: AppState, name: str, arguments: Any) -> tuple[str, bool]:
+    """:func:`call_text` on the calling thread (a worker's: the stdio fast path calls it there)."""
     spec = BY_NAME.get(name)
     if spec is None:
         return _error_text("VALIDATION_ERROR", "name: is not one of the seven tools")
     if state.service is None:
         error = state.open_error or InternalError("the store is not open")
         return _error_text(error.code, error.message)
-    work = functools.partial(spec.call, state.service, arguments)
     try:
-        # writes too run on worker threads: a lone one commits there, and the service's
-        # group committer gathers concurrent ones into one commit on its writer thread
-        body = await in_thread(state.calls, work)
+        body = spec.call(state.service, arguments)
     except InternalError as exc:         # a bug the store caught: its cause's traceback to stderr
         log.error("internal error in %s", name, exc_info=exc)
         return _error_text(exc.code, exc.message)
@@ -152,16 +159,6 @@ def tracing() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-def _parse_line(line: str) -> SessionMessage:
-    """A line of stdin as the SDK's stdio transport parses it."""
-    return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-
-
-def _line_of(item: SessionMessage) -> str:
-    """A message as the SDK's stdio transport writes it (without the newline)."""
-    return item.message.model_dump_json(by_alias=True, exclude_unset=True)
-
-
 async def _answer_unreadable(writer: MessageWriter[SessionMessage], exc: Exception) -> None:
     """The SDK's stdio transport turns a line that is not valid JSON-RPC (bad JSON,
     or a lone surrogate such as ``"\\ud800"`` that its strict parser refuses) into
@@ -187,19 +184,15 @@ def _unreadable_reply(exc: Exception) -> types.JSONRPCError | None:
             raise TypeError("no line")
         message = json.loads(line)
     except (TypeError, ValueError):
-        return _error(None, types.PARSE_ERROR, "Parse error: the line is not JSON")
+        return error(None, types.PARSE_ERROR, "Parse error: the line is not JSON")
     if not isinstance(message, dict):
-        return _error(None, types.INVALID_REQUEST, "Invalid request: not a JSON-RPC object")
+        return error(None, types.INVALID_REQUEST, "Invalid request: not a JSON-RPC object")
     if "method" not in message or "id" not in message:
         return None
     rid = message["id"]
     rid = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
-    return _error(rid, types.INVALID_REQUEST,
+    return error(rid, types.INVALID_REQUEST,
                   "Invalid request: not valid JSON-RPC, or a string holds a lone surrogate")
-
-
-def _error(rid: str | int | None, code: int, message: str) -> types.JSONRPCError:
-    return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
 
 
 async def serve_stdio(store_path: str, *, fast_calls: bool = True, **service_options) -> str | None:
@@ -207,30 +200,27 @@ async def serve_stdio(store_path: str, *, fast_calls: bool = True, **service_opt
     ``fast_calls``: plain ``tools/call`` requests take :class:`FastCalls` (else all go through the SDK)."""
     async def run() -> None:
         with claimed_stdio() as (stdin, stdout):
-            out = StdoutLines(stdout)
-            fast = FastCalls(enabled=fast_calls)
+            out, lines = StdoutLines(stdout), StdinLines(stdin)
+            fast = FastCalls(out, enabled=fast_calls, more_read=lines.has_line)
+            reader: MessageReader[SessionMessage] | None = None
             try:
-                writer = MessageWriter(out, _line_of, sent=fast.sent)
-                fast.writer = writer
+                writer = MessageWriter(out, line_of, sent=fast.sent)
                 server = build_server(store_path, settle=True, opened=fast.opened, **service_options)
                 unreadable = functools.partial(_answer_unreadable, writer)
-                reader = MessageReader(StdinLines(stdin), _parse_line, unreadable, take=fast.take, drain=fast.drain)
+                reader = MessageReader(lines, parse_line, unreadable, take=fast.take, drain=fast.drain)
                 await server.run(reader, writer, server.create_initialization_options())
             finally:
-                await fast.close()
-                out.close()
+                fast.close()
+                if reader is not None:
+                    await reader.aclose()
+                await out.close(_SHUTDOWN_WRITE_TIMEOUT)
     return await until_signal(run)
 
 
+_SHUTDOWN_WRITE_TIMEOUT = 1.0       # the SDK's bound on its shutdown answer
+
+
 # ------------------------------------------------------------------ the stdio fast path
-@dataclass(slots=True)
-class _Call:
-    """A ``tools/call`` the fast path runs: its id, and whether the client cancelled it."""
-
-    id: types.RequestId
-    cancelled: bool = False
-
-
 class FastCalls:
     """The stdio transport's short way for a plain ``tools/call``.
 
@@ -240,10 +230,12 @@ class FastCalls:
     version's schema and then as ``CallToolRequestParams``, the result built as
     ``CallToolResult``, dumped, validated and dumped again by the version's
     schema, then wrapped in ``JSONRPCResponse`` and serialized.  Here the reader
-    hands over a plain call, :func:`call_text` runs it on the same thread pool
-    and its line is written from a template that is the SDK's serialization
-    byte for byte (checked, for the version the client negotiated, before the
-    first call takes this way: :func:`_template_holds`).
+    hands a plain call to :class:`~server._inflight.InFlight`, right in the event
+    loop's callback for readable stdin: :func:`run_call` runs on the same thread
+    pool (a lone write of one message right there), and that thread writes the
+    answer itself, from a template that
+    is the SDK's serialization byte for byte (checked, for the version the client
+    negotiated, before the first call takes this way: :func:`template_holds`).
 
     A call is *plain*, and taken here, only when the SDK would surely run it
     and answer with the tool's result: its connection is past an ``initialize``
@@ -261,7 +253,8 @@ class FastCalls:
     notification still goes on to the SDK).  One difference, at a stop by
     signal: the SDK answers a call whose work ends after the stop "Connection
     closed" (-32000), even a write that committed; here such a call is answered
-    with its result (the SDK's error only for a call that never began).
+    with its result (the SDK's error only for a call read once the pool has
+    been shut down, which never began).
 
     At the end of stdin, :meth:`drain` waits until every call the fast path took
     and every request handed to the SDK has been answered: the SDK cancels its
@@ -270,134 +263,62 @@ class FastCalls:
     every call through the SDK; the draining stays.
     """
 
-    def __init__(self, *, enabled: bool = True) -> None:
-        self.writer: MessageWriter[SessionMessage] | None = None
+    def __init__(self, out: StdoutLines, *, enabled: bool = True,
+                 more_read: Callable[[], bool] = lambda: False) -> None:
         self._enabled = enabled
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._closed = False
+        self._more_read = more_read                          # whether another line is read and waiting
         self._state: AppState | None = None
         self._initializing: set[types.RequestId] = set()    # ids of initialize requests the SDK has not answered
         self._ready = False                                  # plain calls may take the fast path
-        self._in_flight: dict[types.RequestId, _Call] = {}   # by coerced id, as the SDK's dispatcher keys them
-        self._running = 0                                    # fast calls not yet settled
-        self._sdk_pending: dict[types.RequestId, int] = {}   # requests handed to the SDK, not yet answered
-        self._changed: anyio.Event | None = None
+        self._flight = InFlight(out)
+        self.drain = self._flight.drain
+        self.close = self._flight.close
 
     def opened(self, state: AppState) -> None:
         self._state = state
 
-    # ---- the reader's hook
     def take(self, item: SessionMessage) -> bool:
-        """Whether the fast path takes ``item`` on (else it goes to the SDK)."""
+        """The reader's hook: whether the fast path takes ``item`` on (else it goes to the SDK)."""
         message = item.message
         if isinstance(message, types.JSONRPCRequest):
             if self._ready and message.method == "tools/call" and (plain := _plain_call(message.params)) is not None:
                 self._start(message.id, *plain)
                 return True
-            key = coerce_request_id(message.id)
-            self._sdk_pending[key] = self._sdk_pending.get(key, 0) + 1
+            self._flight.handed(coerce_request_id(message.id))
             if message.method == "initialize":
                 self._ready = False                     # until the SDK has answered it
                 self._initializing.add(message.id)
         elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-            self._cancelled(message.params)
+            if (rid := cancelled_request_id_from_params(message.params)) is not None:
+                self._flight.cancel(coerce_request_id(rid))
         return False
 
-    def _cancelled(self, params: dict[str, Any] | None) -> None:
-        rid = cancelled_request_id_from_params(params)
-        if rid is None:
-            return
-        key = coerce_request_id(rid)
-        if (running := self._in_flight.get(key)) is not None:
-            running.cancelled = True
-        if key in self._sdk_pending:                    # in flight at the SDK: it will not answer it
-            self._answered(key)
-
-    # ---- the writer's hook
     def sent(self, item: SessionMessage) -> None:
-        """Note an answer the SDK writes."""
+        """The writer's hook: note an answer the SDK writes."""
         message = item.message
         if not isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) or message.id is None:
             return
         if message.id in self._initializing:
             self._initializing.discard(message.id)
             version = message.result.get("protocolVersion") if isinstance(message, types.JSONRPCResponse) else None
-            self._ready = self._enabled and isinstance(version, str) and _template_holds(version)
-        key = coerce_request_id(message.id)
-        if key in self._sdk_pending:
-            self._answered(key)
+            self._ready = self._enabled and isinstance(version, str) and template_holds(version)
+        self._flight.answered(coerce_request_id(message.id))
 
-    def _answered(self, key: types.RequestId) -> None:
-        left = self._sdk_pending.pop(key) - 1
-        if left:
-            self._sdk_pending[key] = left
-        self._wake()
-
-    # ---- running a call
     def _start(self, rid: types.RequestId, name: str, arguments: dict[str, Any] | None) -> None:
-        running = _Call(rid)
-        self._in_flight[coerce_request_id(rid)] = running      # a duplicate id: the newer one, as the SDK does
-        self._running += 1
-        # an asyncio task: a quarter of the CPU of an anyio task group's (its cancel scope and
-        # bookkeeping); close() settles the ones left when the server stops
-        task = asyncio.get_running_loop().create_task(self._run(running, name, arguments))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        state = self._state
+        assert state is not None
 
-    async def _run(self, running: _Call, name: str, arguments: dict[str, Any] | None) -> None:
-        assert self._state is not None
-        try:
-            if self._closed:                # the server stopped before this call began: it never ran
-                line = _line_of(SessionMessage(_error(running.id, CONNECTION_CLOSED, "Connection closed")))
-                answer = line.encode() + b"\n"
-            else:
-                text, is_error = await call_text(self._state, name, arguments)
-                answer = _answer_line(running.id, text, is_error)
-            key = coerce_request_id(running.id)
-            if self._in_flight.get(key) is running:
-                del self._in_flight[key]
-            if not running.cancelled:
-                await self._write(answer)
-        finally:
-            self._running -= 1
-            self._wake()
+        def answer() -> bytes:
+            return answer_line(rid, *run_call(state, name, arguments))
 
-    async def _write(self, line: bytes) -> None:
-        assert self.writer is not None
-        try:
-            await self.writer.send_line(line)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):    # nobody reads: dropped, as the SDK does
-            log.debug("dropped an answer: stdout is closed")
-
-    # ---- the end of stdin
-    async def drain(self) -> None:
-        """Until every call read has been answered (or cancelled by the client)."""
-        while self._running or self._sdk_pending:
-            self._changed = anyio.Event()
-            await self._changed.wait()
-        self._changed = None
-
-    def _wake(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-
-    async def close(self) -> None:
-        """When the server stops: the calls still running answer (their work has ended:
-        the lifespan waited for the pool), within the SDK's bound on its shutdown
-        answers; then any left (a write blocked on a full pipe) are cancelled."""
-        self._closed = True
-        tasks = list(self._tasks)
-        if not tasks:
-            return
-        with anyio.move_on_after(_SHUTDOWN_WRITE_TIMEOUT, shield=True):
-            await asyncio.wait(tasks)
-        for task in tasks:
-            task.cancel()
-        with anyio.CancelScope(shield=True):
-            await asyncio.gather(*tasks, return_exceptions=True)
+        def refused() -> bytes:
+            return (line_of(SessionMessage(error(rid, CONNECTION_CLOSED, "Connection closed"))) + "\n").encode()
+        # not on a replicated store: its writes wait for the stream's acknowledgement
+        brief = ((spec := BY_NAME.get(name)) is not None and spec.brief and not self._more_read()
+                 and state.service is not None and state.service.replicated is None)
+        self._flight.start(coerce_request_id(rid), state.calls, answer, refused, brief=brief)
 
 
-_SHUTDOWN_WRITE_TIMEOUT = 1.0       # the SDK's bound on its shutdown answer
 _PROGRESS_ONLY = frozenset({"progressToken"})
 
 
@@ -421,7 +342,21 @@ def _plain_call(params: dict[str, Any] | None) -> tuple[str, dict[str, Any] | No
     return (name, arguments) if len(params) == fields else None
 
 
-def _answer_line(rid: types.RequestId, text: str, is_error: bool) -> bytes:
+def parse_line(line: str) -> SessionMessage:
+    """A line of stdin as the SDK's stdio transport parses it."""
+    return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+
+
+def line_of(item: SessionMessage) -> str:
+    """A message as the SDK's stdio transport writes it (without the newline)."""
+    return item.message.model_dump_json(by_alias=True, exclude_unset=True)
+
+
+def error(rid: str | int | None, code: int, message: str) -> types.JSONRPCError:
+    return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))
+
+
+def answer_line(rid: types.RequestId, text: str, is_error: bool) -> bytes:
     """The line the SDK writes for a tool result of one text block, without building it."""
     return b"".join((b'{"jsonrpc":"2.0","id":', pydantic_core.to_json(rid), b',"result":{"content":[{"text":',
                      pydantic_core.to_json(text), b',"type":"text"}],"isError":true}}\n' if is_error else
@@ -429,8 +364,8 @@ def _answer_line(rid: types.RequestId, text: str, is_error: bool) -> bytes:
 
 
 @functools.cache
-def _template_holds(version: str) -> bool:
-    """Whether :func:`_answer_line` writes what the SDK writes for a tool result at ``version``."""
+def template_holds(version: str) -> bool:
+    """Whether :func:`answer_line` writes what the SDK writes for a tool result at ``version``."""
     text = 'quote " backslash \\ newline \n tab \t bell \x07 del \x7f é 日本語 😀 \u2028 </script>'
     try:
         for rid in (7, "id \" 7"):
@@ -438,8 +373,8 @@ def _template_holds(version: str) -> bool:
                 result = types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
                 wire = methods.serialize_server_result(
                     "tools/call", version, result.model_dump(by_alias=True, mode="json", exclude_none=True))
-                line = _line_of(SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=rid, result=wire)))
-                if (line + "\n").encode() != _answer_line(rid, text, is_error):
+                line = line_of(SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=rid, result=wire)))
+                if (line + "\n").encode() != answer_line(rid, text, is_error):
                     raise ValueError("the SDK's line differs")
     except Exception as exc:
         log.warning("tools/call takes the SDK's way at protocol %s: %s", version, exc)

@@ -112,6 +112,7 @@ class ToolSpec:
     destructive: bool
     idempotent: bool
     writes: bool                    # runs on the single writer thread
+    brief: bool = False             # one message's write: over stdio a lone one runs where it was read
     at_least_one: tuple[str, ...] = ()      # parameters of which at least one must be given
     selector: str | None = None     # the parameter choosing a view; views are its enum
     by_name: Mapping[str, Param] = field(init=False, repr=False, compare=False)

@@ -158,7 +158,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             _content("Message text, 1 byte to 1 MiB of UTF-8.", required=True),
             _metadata_json(_METADATA_DOC + " Default {}."),
         ),
-        handler=_write, read_only=False, destructive=False, idempotent=False, writes=True),
+        handler=_write, read_only=False, destructive=False, idempotent=False, writes=True, brief=True),
     ToolSpec(
         name="update_message",
         description="Change a message's content and/or metadata fields (fields absent from metadata_json are "
@@ -170,7 +170,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             _expected_revision("Fail with CONFLICT unless this is the current revision."),
         ),
         at_least_one=("content", "metadata_json"),
-        handler=_update, read_only=False, destructive=False, idempotent=True, writes=True),
+        handler=_update, read_only=False, destructive=False, idempotent=True, writes=True, brief=True),
     ToolSpec(
         name="read_messages",
         description=_read_description(),
@@ -206,7 +206,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             _message_id("The message (" + ULID_DOC + ")."),
             _session_id("Guard: delete only if the message belongs to this session."),
         ),
-        handler=_delete, read_only=False, destructive=True, idempotent=True, writes=True),
+        handler=_delete, read_only=False, destructive=True, idempotent=True, writes=True, brief=True),
     ToolSpec(
         name="rebuild_index",
         description="Compact the store: drop deleted messages and old revisions for good, rebuild every index, "

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from server.app import _answer_line, _plain_call, _template_holds
+from server.app import _plain_call, answer_line, template_holds
 from server.commands.serve import FASTCALL_ENV
 from server.service import MemoryService
 from tools import _proc
@@ -189,13 +189,13 @@ def test_the_fast_path_takes_only_plain_calls():
 
 @pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
 def test_the_answer_template_is_the_sdks_line_at_every_handshake_version(version):
-    assert _template_holds(version)
-    assert _answer_line(3, "x", False) == b'{"jsonrpc":"2.0","id":3,"result":{"content":[{"text":"x","type":"text"}],' \
+    assert template_holds(version)
+    assert answer_line(3, "x", False) == b'{"jsonrpc":"2.0","id":3,"result":{"content":[{"text":"x","type":"text"}],' \
                                           b'"isError":false}}\n'
 
 
 def test_an_unknown_protocol_version_takes_the_sdks_way():
-    assert not _template_holds("1999-01-01")
+    assert not template_holds("1999-01-01")
 
 
 def _writes(n: int, first_id: int = 10) -> list[str]:

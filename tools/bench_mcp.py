@@ -65,6 +65,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 
 from tools import mcp_client
+from tools._proc import REPO
 from tools.search_bench import DEFAULT_DATA, load_locomo
 
 TARGETS = {"write_message": 2.0, "search_messages": 5.0, "start_legacy": 1000.0}
@@ -80,8 +81,11 @@ def server_parameters(store: str, *, fastcall: bool = True, callgrind: str | Non
         params.args = [params.command, *params.args]
         params.command = "valgrind"
         params.args[:0] = ["--tool=callgrind", f"--callgrind-out-file={callgrind}", "--quiet"]
+    # the console script imports the tree it was installed from (an editable install maps
+    # ``server`` to it), not necessarily this one (a git worktree): this tree first
+    params.env = {"PYTHONPATH": REPO}
     if not fastcall:
-        params.env = {"CONVMEM_STDIO_FASTCALL": "0"}
+        params.env["CONVMEM_STDIO_FASTCALL"] = "0"
     return params
 
 
