@@ -31,7 +31,6 @@ long as it is open, and compaction needs it exclusively (``BUSY`` otherwise).
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 import random
@@ -44,6 +43,7 @@ import cbor2
 import lmdb
 
 from . import codec, files, meta, replay
+from .bulk import bulk_work
 from .environment import DATA_FILE, INITIAL_MAP, Environment
 from .errors import ConvMemError, CorruptStoreError, StoreIOError, translate
 from .events import Event
@@ -72,24 +72,6 @@ def _log_progress(done: int, total: int) -> None:
 
 def _system_clock() -> int:
     return time.time_ns() // 1_000_000
-
-
-@contextlib.contextmanager
-def collection_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector held off for a bulk transaction (a
-    replay, an import's batch), switched back on after it.  Such a transaction
-    keeps every message it has read or made until its flush, and each of the
-    collector's full passes walks them all again: with it on, a 100,000-message
-    import's writing process spent a sixth of its CPU there (``gc.callbacks``:
-    1.75 of 10.5 s).  What the
-    transaction leaves behind in cycles is collected once it is back on."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class EventStore:
@@ -218,15 +200,8 @@ class EventStore:
         """
         if not bulk:
             return self._run(command, "writing to the store", count_io=True)
-        self._reserve_headroom()    # room for as much again: not run out of map half way
-        with collection_paused():
+        with bulk_work(self._env):
             return self._run(command, "writing to the store", count_io=True, bulk=True)
-
-    def _reserve_headroom(self) -> None:
-        """Grow the map, if need be, to hold twice what is used plus ``INITIAL_MAP``:
-        a transaction that fails on a full map is run again from its start, which
-        for a replay or a bulk batch is seconds of work."""
-        self._env.reserve(2 * self._env.used_bytes() + INITIAL_MAP)
 
     def execute_many(self, commands: Sequence[Callable[[WriteTx], object]]) -> list[tuple[bool, object]]:
         """Group commit: run ``commands`` in order in one write transaction and one
@@ -417,8 +392,7 @@ class EventStore:
             meta.put_projection(w.txn, w.db("meta"), self.projector.schema_version, self.projector.fingerprint)
             w.bulk = True               # projectors may hold their work until the flush
             return self._replay_into(w, 1, progress)
-        self._reserve_headroom()     # the old read models stay until the commit: room for both
-        with collection_paused():
+        with bulk_work(self._env):      # room for the old read models too: they stay until the commit
             return self._run(rebuild, "rebuilding the read models")
 
     def _replay_into(self, w: WriteTx, start: int, progress=None) -> int:
