@@ -10,7 +10,8 @@ Three numbers, each against a target:
   ``--events`` events (target ≥ 20,000);
 * **size** — ``data.mdb`` bytes and used bytes (``(last_pgno + 1) · psize``)
   of the replay store as written (before the replay) against the raw UTF-8
-  bytes of the stored content (target ≤ 4×), with each sub-database's share.
+  bytes of the stored content (target ≤ 6×, issue 12: "store ≤ 6× the raw
+  content as written"), with each sub-database's share.
 
 ``--no-terms`` is a diagnostic: it switches the full-text index off to show
 what it costs in each number.
@@ -36,7 +37,7 @@ from eventstore.store import WriteTx
 from server.service import MemoryService
 
 DEFAULT_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "locomo-dev.json")
-TARGETS = {"writes_per_s": 1500, "replay_events_per_s": 20000, "size_ratio": 4.0}
+TARGETS = {"writes_per_s": 1500, "replay_events_per_s": 20000, "size_ratio": 6.0}
 _FALLBACK = ("The deployment failed again last night because the billing service could not reach "
              "the database; we rolled back, added a retry with backoff, and scheduled a review of "
              "the connection pool settings for Thursday morning.")

@@ -48,6 +48,8 @@ def boundary(docno: int, cut: int) -> bool:
 
 
 def _packed(code: str, values: Iterable[int]) -> bytes:
+    if code == "B":
+        return bytes(values)            # the same bytes, without an array
     arr = array(code, values)
     if _SWAP:
         arr.byteswap()
@@ -62,13 +64,17 @@ def _unpacked(code: str, raw: bytes) -> array:
     return arr
 
 
+def _gap_width(top: int) -> int:
+    """The index in ``_GAP_CODES`` of the narrowest width that holds ``top``."""
+    return 0 if top < 1 << 8 else 1 if top < 1 << 16 else 2 if top < 1 << 32 else 3
+
+
 def encode_chunk(key: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int]) -> bytes:
     """One byte of widths, then the n−1 docno gaps, the tfs (left out when all
     are 1; ``None`` says so) and the lengths, each array in the narrowest width
     that holds it; then the CRC-32 of the chunk's key and those bytes."""
     gaps = list(map(sub, docnos[1:], docnos[:-1]))
-    top = max(gaps, default=0)
-    g = 0 if top < 1 << 8 else 1 if top < 1 << 16 else 2 if top < 1 << 32 else 3
+    g = _gap_width(max(gaps, default=0))
     ones = tfs is None or tfs.count(1) == len(tfs)
     wide = max(lengths) > 255
     head = bytes((g | (0 if ones else 4) | (8 if wide else 0),))
@@ -76,20 +82,26 @@ def encode_chunk(key: bytes, docnos: list[int], tfs: list[int] | None, lengths: 
                   + _packed("H" if wide else "B", lengths))
 
 
-def decode_chunk(key: bytes, raw: bytes) -> Chunk:
-    """The postings of the chunk stored under ``key``."""
+def _parts(key: bytes, raw: bytes) -> tuple[int, int, bytes, bytes | None, bytes]:
+    """A stored chunk cut into its layout byte, posting count, gap bytes, tf
+    bytes (``None`` when all are 1) and length bytes, its checksum checked."""
     raw = unsealed(key, raw, "a posting chunk")
     code = raw[0] if raw else 255
     if code > 15:
         raise CorruptStoreError("a posting chunk has an unknown layout")
-    wg, wt, wl = 1 << (code & 3), (code >> 2) & 1, 2 if code & 8 else 1
-    n, rest = divmod(len(raw) - 1 + wg, wg + wt + wl)
+    wg, wt = 1 << (code & 3), (code >> 2) & 1
+    n, rest = divmod(len(raw) - 1 + wg, wg + wt + (2 if code & 8 else 1))
     if rest or n < 1:
         raise CorruptStoreError("a posting chunk has the wrong length")
     at = 1 + (n - 1) * wg
-    docnos = list(accumulate(_unpacked(_GAP_CODES[code & 3], raw[1:at]), initial=docno_of(key)))
-    tfs = raw[at:at + n] if wt else b"\x01" * n
-    return Chunk(docnos, tfs, _unpacked("H" if wl == 2 else "B", raw[at + n * wt:]))
+    return code, n, raw[1:at], raw[at:at + n] if wt else None, raw[at + n * wt:]
+
+
+def decode_chunk(key: bytes, raw: bytes) -> Chunk:
+    """The postings of the chunk stored under ``key``."""
+    code, n, gaps, tfs, lengths = _parts(key, raw)
+    docnos = list(accumulate(_unpacked(_GAP_CODES[code & 3], gaps), initial=docno_of(key)))
+    return Chunk(docnos, b"\x01" * n if tfs is None else tfs, _unpacked("H" if code & 8 else "B", lengths))
 
 
 def chunk_count(raw: bytes) -> int:
@@ -128,6 +140,8 @@ def merge_list(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, len
     posting may join its chunk to the previous one), and ends with the chunk
     holding the largest; the chunk after it starts at a boundary and stays.
     """
+    if docnos and not remove and _appended(cur, prefix, docnos, tfs, lengths, cut, bounds):
+        return
     low = min(docnos[0] if docnos else _MASK64, min(remove, default=_MASK64))
     high = max(docnos[-1] if docnos else 0, max(remove, default=0))
     _to_run_start(cur, prefix, prefix + docno_key(low), bool(remove))
@@ -145,6 +159,68 @@ def merge_list(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, len
         if cur.set_key(k):
             cur.delete()
     cur.putmulti(sorted(new.items()))
+
+
+def _appended(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int], cut: int,
+              bounds: set[int] | None) -> bool:
+    """:func:`merge_list`'s usual case in a live merge — postings all after the
+    list's last — done without decoding: the postings before the first
+    boundary among them are spliced onto the last chunk's bytes (see
+    :func:`_extended`), the rest cut into chunks of their own.  False, with
+    nothing written, when some posting is not after the last."""
+    start = prefix + docno_key(docnos[0])
+    found = cur.set_range(start)
+    if found and cur.key().startswith(prefix):
+        return False                    # a chunk starts at or after the first posting
+    if not ((cur.prev() if found else cur.last()) and cur.key().startswith(prefix)):
+        cur.putmulti(cut_list(prefix, docnos, tfs, lengths, cut, bounds))      # a new list
+        return True
+    key = cur.key()
+    parts = _parts(key, cur.value())
+    code, gaps = parts[0] & 3, parts[2]
+    last = docno_of(key) + sum(gaps if code == 0 else _unpacked(_GAP_CODES[code], gaps))
+    if last >= docnos[0]:
+        return False
+    k = _first_boundary(docnos, cut, bounds)
+    if k:
+        cur.put(key, _extended(key, parts, last, docnos[:k], None if tfs is None else tfs[:k], lengths[:k]))
+    if k < len(docnos):
+        cur.putmulti(cut_list(prefix, docnos[k:], None if tfs is None else tfs[k:], lengths[k:], cut, bounds))
+    return True
+
+
+def _first_boundary(docnos: list[int], cut: int, bounds: set[int] | None) -> int:
+    """The index of the first boundary among ``docnos`` (their length if none);
+    ``bounds``, when given, holds every boundary among them."""
+    if bounds is None:
+        return next((i for i, d in enumerate(docnos) if boundary(d, cut)), len(docnos))
+    first, last = docnos[0], docnos[-1]
+    within = [b for b in bounds if first <= b <= last]     # a merge's bounds are few: ~1 docno in ``chunk``
+    return min(map(partial(bisect_left, docnos), bounds.intersection(docnos) if within else ()),
+               default=len(docnos))
+
+
+def _extended(key: bytes, parts: tuple[int, int, bytes, bytes | None, bytes], last: int, docnos: list[int],
+              tfs: list[int] | None, lengths: list[int]) -> bytes:
+    """A chunk (``parts``, whose last docno is ``last``) with postings after it
+    added: the bytes :func:`encode_chunk` gives for all of them, each array
+    re-packed wider only when a new value needs it."""
+    code, n, old_gaps, old_tfs, old_lengths = parts
+    gaps = [docnos[0] - last, *map(sub, docnos[1:], docnos[:-1])]
+    g_old = code & 3
+    g = max(g_old, _gap_width(max(gaps)))
+    if g != g_old:
+        old_gaps = _packed(_GAP_CODES[g], _unpacked(_GAP_CODES[g_old], old_gaps))
+    ones = old_tfs is None and (tfs is None or tfs.count(1) == len(tfs))
+    wide_old = bool(code & 8)
+    wide = wide_old or max(lengths) > 255
+    if wide != wide_old:
+        old_lengths = _packed("H", _unpacked("B", old_lengths))
+    tf_bytes = b"" if ones else ((b"\x01" * n if old_tfs is None else old_tfs)
+                                 + (b"\x01" * len(docnos) if tfs is None else bytes(tfs)))
+    head = bytes((g | (0 if ones else 4) | (8 if wide else 0),))
+    return sealed(key, head + old_gaps + _packed(_GAP_CODES[g], gaps) + tf_bytes
+                  + old_lengths + _packed("H" if wide else "B", lengths))
 
 
 def _combined(run: dict[bytes, bytes], docnos: list[int], tfs: list[int] | None, lengths: list[int],

@@ -27,12 +27,13 @@ if TYPE_CHECKING:
 
 class PostingLists:
     """Postings gathered per list in docno order: per field, each term's
-    docnos, the field's length in each of those documents, and its tfs above 1."""
+    docnos and its tfs above 1, and the field's length in each document (kept
+    once a document, not once a posting: looked up per list when written)."""
 
     def __init__(self, cut: int) -> None:
         self.cut = cut
         self.docnos: list[defaultdict[str, list[int]]] = [defaultdict(list) for _ in FIELDS]
-        self.lengths: list[defaultdict[str, list[int]]] = [defaultdict(list) for _ in FIELDS]
+        self.lengths: list[dict[int, int]] = [{} for _ in FIELDS]
         self.tfs: list[dict[str, dict[int, int]]] = [{} for _ in FIELDS]
         self.remove: list[dict[str, set[int]]] = [{} for _ in FIELDS]
         self.bounds: set[int] = set()
@@ -43,10 +44,10 @@ class PostingLists:
             return
         if boundary(docno, self.cut):
             self.bounds.add(docno)
-        lists, lengths, length = self.docnos[field], self.lengths[field], entry.length
+        self.lengths[field][docno] = entry.length
+        lists = self.docnos[field]
         for term in names:
             lists[term].append(docno)
-            lengths[term].append(length)
         note_tfs(self.tfs[field], docno, entry)
 
     def drop(self, field: int, docno: int, entry: FieldEntry) -> None:
@@ -57,14 +58,14 @@ class PostingLists:
         """(key prefix, docnos, tfs, lengths, docnos to remove) of every list
         touched, in key order (a term's code points sort as its UTF-8 bytes)."""
         for field in range(len(FIELDS)):
-            lists, lengths_of, remove, tfs = (self.docnos[field], self.lengths[field], self.remove[field],
-                                              self.tfs[field])
+            lists, length_of, remove, tfs = (self.docnos[field], self.lengths[field].__getitem__,
+                                             self.remove[field], self.tfs[field])
             for term in sorted(lists.keys() | remove.keys()):
-                docnos, lengths = lists.get(term, []), lengths_of.get(term, [])
+                docnos = lists.get(term, [])
                 extra = tfs.get(term)
                 yield (list_prefix(field, term), docnos,
                        list(map(extra.get, docnos, repeat(1))) if extra else None,
-                       lengths, remove.get(term, set()))
+                       list(map(length_of, docnos)), remove.get(term, set()))
 
     def write(self, tx: Tx) -> None:
         """Merge every list into the chunks stored."""

@@ -15,6 +15,7 @@ next merge; search reads pending records as :class:`Pending` values.
 
 from __future__ import annotations
 
+import re
 from collections import _count_elements  # type: ignore[attr-defined]  # Counter's C loop
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from ..tokens import terms
 from .layout import FIELDS, PENDING, docno_of, exact_key
 
 MAX_TF, MAX_LENGTH = 255, 65535
+_ABOVE_ONE = re.compile(rb"[\x02-\xff]")   # a tf byte above 1
 _TAGS = FIELDS.index("tags")
 _STAT_KEYS = tuple((f"len_{name}", f"n_{name}") for name in FIELDS)
 
@@ -123,11 +125,12 @@ def _entry(field: int, texts: list[str]) -> FieldEntry:
 
 
 def note_tfs(tfs: dict[str, dict[int, int]], docno: int, entry: FieldEntry) -> None:
-    """Note the document's tfs above 1 (term → {docno: tf}); 1 is implied."""
-    if entry.tfs and max(entry.tfs) > 1:
-        for term, tf in entry.postings():
-            if tf > 1:
-                tfs.setdefault(term, {})[docno] = tf
+    """Note the document's tfs above 1 (term → {docno: tf}); 1 is implied.
+    Most are 1: the few others are found by a scan in C, not a step a term."""
+    names, found = entry.terms, entry.tfs
+    for m in _ABOVE_ONE.finditer(found):
+        i = m.start()
+        tfs.setdefault(names[i], {})[docno] = found[i]
 
 
 def facet_keys(msg: Message) -> list[bytes]:
