@@ -94,6 +94,9 @@ class ColumnLists:
             docs = sorted(self.records[f], key=lambda de: de[0])
             parts.append(_batch_part(gathered_field([e for _, e in docs]),
                                      np.array([d for d, _ in docs], dtype=np.uint64)))
+            # parts in docno order (records are mostly the last transaction's pending
+            # ones, before every batch): the docnos ascend, list_order's fast case
+            parts.sort(key=lambda part: int(part[2][0]))
         if not parts:
             empty = np.zeros(0, dtype=np.uint64)
             return _Column([], empty, empty, empty.astype(np.uint8), empty.astype(np.uint32))
