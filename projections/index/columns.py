@@ -24,7 +24,8 @@ import numpy as np
 
 from eventstore.transaction import Tx
 
-from .chunks import Chunk, decode_chunk, merge_list
+from .arrays import Postings, counts, decode_chunks, first_docnos
+from .chunks import merge_list
 from .gather import Gathered, GatheredField, gathered_field
 from .layout import FIELDS, POSTINGS, list_prefix
 from .records import FieldEntry
@@ -93,6 +94,9 @@ class ColumnLists:
             docs = sorted(self.records[f], key=lambda de: de[0])
             parts.append(_batch_part(gathered_field([e for _, e in docs]),
                                      np.array([d for d, _ in docs], dtype=np.uint64)))
+            # parts in docno order (records are mostly the last transaction's pending
+            # ones, before every batch): the docnos ascend, list_order's fast case
+            parts.sort(key=lambda part: int(part[2][0]))
         if not parts:
             empty = np.zeros(0, dtype=np.uint64)
             return _Column([], empty, empty, empty.astype(np.uint8), empty.astype(np.uint32))
@@ -115,14 +119,14 @@ class ColumnLists:
         into one that holds chunks, each list's last chunk stored re-cut with
         its new postings (when they all come after it: a bulk transaction's
         usual case), else each list merged as the live path merges it."""
+        columns = [self.column(f) for f in range(len(FIELDS))]
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
             if not tx.txn.stat(tx.db(POSTINGS))["entries"]:
-                items = [item for f in range(len(FIELDS)) for item in _chunks(f, self.column(f), self.cut)]
+                items = [item for f, col in enumerate(columns) for item in _chunks(f, col, self.cut)]
                 _, added = cur.putmulti(items, append=True)
                 if added != len(items):
                     raise AssertionError("posting chunks were not appended in key order")
                 return
-            columns = [self.column(f) for f in range(len(FIELDS))]
             lasts = [_last_chunks(cur, f, col) for f, col in enumerate(columns)]
             if any(last is None for last in lasts):
                 for f, col in enumerate(columns):
@@ -131,10 +135,8 @@ class ColumnLists:
                         merge_list(cur, list_prefix(f, term), docnos, tfs, lengths, set(), self.cut, bounds)
                 return
             items = []
-            for f, last in enumerate(lasts):
-                if last:
-                    self.parts[f].append(_part([term for term, _ in last], [chunk for _, chunk in last]))
-                items += _chunks(f, self.column(f), self.cut)
+            for f, (col, last) in enumerate(zip(columns, lasts)):
+                items += _chunks(f, col if last is None else _after(col, *last), self.cut)
             cur.putmulti(items)      # a list's first chunk here replaces its last stored one (the same key)
 
 
@@ -158,31 +160,45 @@ def _batch_part(batch: GatheredField, docnos: np.ndarray
             np.frombuffer(batch.tfs, dtype=np.uint8), np.repeat(np.frombuffer(batch.lengths, dtype=np.uint32), counts))
 
 
-def _last_chunks(cur, field: int, col: _Column) -> list[tuple[str, Chunk]] | None:
-    """The last stored chunk of each of the column's lists that has one, or
-    None when a list has postings at or before its last stored one."""
-    out = []
-    firsts = col.docnos[col.starts].tolist()
-    for term, first in zip(col.terms, firsts):
+def _last_chunks(cur, field: int, col: _Column) -> tuple[np.ndarray, np.ndarray, Postings] | None:
+    """The last stored chunk of each of the column's lists that has one —
+    which lists (their places in the column), each chunk's number of
+    postings, and the chunks' postings decoded together — or None when a
+    list has postings at or before its last stored one."""
+    which, keys, raws = [], [], []
+    for i, term in enumerate(col.terms):
         prefix = list_prefix(field, term)
         found = cur.set_range(prefix + b"\xff" * 6)        # past the list's last key
         if found and cur.key().startswith(prefix):
             return None                                     # a chunk of the greatest docno there is
         if (cur.prev() if found else cur.last()) and (key := cur.key()).startswith(prefix):
-            chunk = decode_chunk(key, cur.value())
-            if chunk.docnos[-1] >= first:
-                return None
-            out.append((term, chunk))
-    return out
+            which.append(i)
+            keys.append(key)
+            raws.append(cur.value())
+    sizes = counts(raws)
+    stored = decode_chunks(keys, raws, first_docnos(keys))
+    lists = np.array(which, dtype=np.int64)
+    if len(lists) and (stored.docnos[np.cumsum(sizes) - 1].astype(np.uint64) >= col.docnos[col.starts[lists]]).any():
+        return None
+    return lists, sizes, stored
 
 
-def _part(terms: list[str], chunks: list[Chunk]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Stored chunks as a part of a column (term ``i``'s postings: ``chunks[i]``'s)."""
-    counts = [len(c.docnos) for c in chunks]
-    return (terms, np.repeat(np.arange(len(terms), dtype=np.uint32), counts),
-            np.array([d for c in chunks for d in c.docnos], dtype=np.uint64),
-            np.frombuffer(b"".join(bytes(c.tfs) for c in chunks), dtype=np.uint8),
-            np.array([x for c in chunks for x in c.lengths], dtype=np.uint32))
+def _after(col: _Column, lists: np.ndarray, sizes: np.ndarray, stored: Postings) -> _Column:
+    """The column with each of ``lists`` preceded by its ``sizes`` stored
+    postings (its last chunk's, all before the list's first)."""
+    n, extra = len(col.docnos), np.zeros(len(col.terms), dtype=np.int64)
+    extra[lists] = sizes
+    shift = np.cumsum(extra)                          # postings put before each list's end
+    firsts = col.starts.astype(np.int64)
+    starts = firsts + shift - extra
+    old = np.arange(n) + np.repeat(shift, np.diff(firsts, append=n))
+    new = np.repeat(starts[lists] - (np.cumsum(sizes) - sizes), sizes) + np.arange(int(sizes.sum()))
+    out = []
+    for mine, theirs in ((col.docnos, stored.docnos), (col.tfs, stored.tfs), (col.lengths, stored.lengths)):
+        both = np.empty(n + len(theirs), dtype=mine.dtype)
+        both[old], both[new] = mine, theirs
+        out.append(both)
+    return _Column(col.terms, starts, *out)
 
 
 def _boundaries(docnos: np.ndarray, cut: int) -> np.ndarray:
