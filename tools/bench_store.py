@@ -10,8 +10,8 @@ Three numbers, each against a target:
   ``--events`` events (target ≥ 20,000);
 * **size** — ``data.mdb`` bytes and used bytes (``(last_pgno + 1) · psize``)
   of the replay store as written (before the replay) against the raw UTF-8
-  bytes of the stored content (target ≤ 6×, issue 12: "store ≤ 6× the raw
-  content as written"), with each sub-database's share.
+  bytes of the stored content as written (target ≤ 6×), with each
+  sub-database's share.
 
 ``--no-terms`` is a diagnostic: it switches the full-text index off to show
 what it costs in each number.
