@@ -332,11 +332,8 @@ class EventStore:
         return meta.io_counters(txn, self._dbs["meta"])
 
     def iter_events(self, tx: Tx, start: int = 1) -> Iterator[tuple[int, Event, int]]:
-        with tx.txn.cursor(db=tx.db("events")) as cur:
-            if not cur.set_range(codec.seq_key(start)):
-                return
-            for key, raw in cur:
-                yield codec.seq_of(key), codec.decode_event(raw), len(raw)
+        for batch in replay.batches(tx, start):
+            yield from batch
 
     def db_bytes(self, tx: Tx, name: str) -> int:
         st = tx.txn.stat(tx.db(name))

@@ -144,11 +144,8 @@ def put_appending(tx: Tx, db: str, items: list[tuple[bytes, bytes]]) -> None:
     """Put (key, value) pairs that usually all sort after what ``db`` holds:
     sorted and appended (``MDB_APPEND``/``MDB_APPENDDUP``: no search, pages
     left full); should one not, they are all put again the ordinary way."""
-    if items:
-        items.sort()
-        with tx.txn.cursor(db=tx.db(db)) as cur:
-            if cur.putmulti(items, append=True)[1] != len(items):
-                cur.putmulti(items)
+    items.sort()
+    tx.put_many_last(db, items)
 
 
 def delete_dups(tx: Tx, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
