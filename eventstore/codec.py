@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable
 from functools import lru_cache
 
 import cbor2
@@ -55,6 +56,19 @@ def seq_of(key: bytes | memoryview) -> int:
 
 def dumps(value: object) -> bytes:
     return cbor2.dumps(value, canonical=True)
+
+
+def canonical_order(keys: Iterable[str]) -> tuple[str, ...]:
+    """Text keys in the order canonical CBOR puts them in a map (as cbor2 itself sorts them)."""
+    return tuple(cbor2.loads(dumps(dict.fromkeys(keys, 0))))
+
+
+def dumps_counts(counts: dict[str, int]) -> bytes:
+    """:func:`dumps` of a map of text keys to integers whose keys are already
+    in :func:`canonical_order` (as the stores' counter maps are kept): the
+    same bytes, without the encoder sorting them again — a quarter of the
+    time, and these maps are written by every write transaction."""
+    return cbor2.dumps(counts)
 
 
 def loads(raw: bytes | memoryview) -> object:

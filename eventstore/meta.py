@@ -28,6 +28,7 @@ from .errors import CorruptStoreError
 FORMAT_VERSION = 2
 IO_KEYS = ("write_bytes", "write_calls", "flush_calls", "truncate_calls", "replace_calls")
 CARRIED = (b"last_id", b"secret")   # kept across compaction besides the counters
+_IO_ORDER = codec.canonical_order(IO_KEYS)     # the counters' map is built in this order: written without sorting
 
 
 def find_int(txn, db, key: bytes) -> int | None:
@@ -78,11 +79,11 @@ def io_counters(txn, db) -> dict[str, int]:
     found = codec.loads(raw) if raw else {}
     if not (isinstance(found, dict) and all(type(v) is int for v in found.values())):
         raise CorruptStoreError("the store's I/O counters are not a map of numbers")
-    return {k: found.get(k, 0) for k in IO_KEYS}
+    return {k: found.get(k, 0) for k in _IO_ORDER}
 
 
 def put_io_counters(txn, db, io: dict[str, int]) -> None:
-    txn.put(b"io", codec.dumps({k: io[k] for k in IO_KEYS}), db=db)
+    txn.put(b"io", codec.dumps_counts({k: io[k] for k in _IO_ORDER}), db=db)
 
 
 def carried(txn, db) -> dict[bytes, bytes]:

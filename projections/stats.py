@@ -19,6 +19,7 @@ DB = "stats"
 SPECS: dict[str, dict] = {DB: {}}
 KEYS = ("active", "deleted", "updates", "dead_bytes", "body_bytes", "metadata_bytes",
         "n_content", "n_summary", "n_tags", "len_content", "len_summary", "len_tags")
+_ORDER = codec.canonical_order(KEYS)     # the map is kept in this order: written without sorting
 
 
 def read(tx: Tx) -> dict[str, int]:
@@ -26,7 +27,7 @@ def read(tx: Tx) -> dict[str, int]:
     found = codec.loads(raw) if raw else {}
     if not (isinstance(found, dict) and all(type(v) is int for v in found.values())):
         raise CorruptStoreError("the statistics record is not a map of numbers")
-    return {k: found.get(k, 0) for k in KEYS}
+    return {k: found.get(k, 0) for k in _ORDER}
 
 
 class Counters:
@@ -59,4 +60,4 @@ class Counters:
 
     def flush(self, tx: Tx) -> None:
         if self._current is not None:
-            tx.txn.put(b"s", codec.dumps(self._current), db=tx.db(DB))
+            tx.txn.put(b"s", codec.dumps_counts(self._current), db=tx.db(DB))

@@ -195,3 +195,28 @@ def test_metadata_built_at_once_is_the_dataclass_its_constructor_makes(meta):
     made = built(*astuple(meta))
     assert made == meta and hash(made) == hash(meta) and vars(made) == vars(meta)
     assert [f.name for f in fields(Metadata)] == list(vars(made))
+
+
+_COUNTS = st.integers(min_value=-(1 << 64), max_value=(1 << 64) - 1)
+
+
+@given(st.data())
+def test_counter_maps_kept_in_canonical_order_encode_to_the_canonical_bytes(data):
+    """The stores' counter maps (statistics, I/O counters) are built in
+    ``canonical_order`` and written by ``dumps_counts`` without sorting: the
+    bytes must be exactly the canonical encoding, whatever the values."""
+    from eventstore.meta import IO_KEYS
+    from projections.stats import KEYS
+    for keys in (KEYS, IO_KEYS):
+        order = codec.canonical_order(keys)
+        assert sorted(order) == sorted(keys)
+        counts = {k: data.draw(_COUNTS) for k in order}
+        assert codec.dumps_counts(counts) == codec.dumps(counts)
+
+
+def test_canonical_order_is_not_the_order_the_keys_are_listed_in():
+    """What the test above guards: written in their listed order, the maps would not be canonical."""
+    from projections.stats import KEYS
+    listed = dict.fromkeys(KEYS, 1)
+    assert codec.dumps_counts(listed) != codec.dumps(listed)
+    assert codec.dumps_counts({k: 1 for k in codec.canonical_order(KEYS)}) == codec.dumps(listed)

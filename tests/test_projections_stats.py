@@ -100,3 +100,18 @@ def test_a_deleted_message_has_no_state(svc):
     svc.delete_message(mid, None)
     with svc.store.read() as tx:
         assert messages.get(tx, mid) is None
+
+
+def test_the_stored_counter_maps_are_canonical_cbor(svc):
+    """Statistics and I/O counters are written without the encoder sorting
+    their keys (``codec.dumps_counts``): the bytes stored must still be the
+    canonical encoding of the values, as replay and compaction produce."""
+    import cbor2
+
+    write(svc, "héllo", tags=("x",))
+    write(svc, "world")
+    with svc.store.read() as tx:
+        raw_stats = bytes(tx.txn.get(b"s", db=tx.db("stats")))
+        raw_io = bytes(tx.txn.get(b"io", db=tx.db("meta")))
+    for raw in (raw_stats, raw_io):
+        assert raw == dumps(cbor2.loads(raw))
