@@ -43,10 +43,11 @@ import numpy as np
 
 from eventstore.transaction import Tx
 
-from .index import FACETS, Pending, docno_key
+from .index import FACETS, docno_key
 from .index.arrays import tail_docnos
 from .index.docs import DOC_BYTES, DOC_SESSION, raw_doc, raw_docs
 from .index.layout import docno_of
+from .index.pending_view import PendingView
 
 WINDOW = 2          # messages on each side
 WEIGHT = 0.8        # of the context score in the noisy-OR
@@ -64,7 +65,7 @@ class ContentList(Protocol):
 
 
 class ContextScorer:
-    def __init__(self, tx: Tx, lists: Sequence[ContentList], weights: Sequence[float], pend: list[Pending],
+    def __init__(self, tx: Tx, lists: Sequence[ContentList], weights: Sequence[float], pend: PendingView,
                  n_docs: int, n_sessions: int, body_bytes: int) -> None:
         """``lists`` are the query's terms in the content field, ``weights``
         their query weights (repeats counted)."""
@@ -74,14 +75,7 @@ class ContextScorer:
         idfs = [q * _idf(n_docs, min(n_docs, lst.df_all * self.window)) for lst, q in zip(lists, weights)]
         total = sum(idfs)
         self.term_weights = [w / total for w in idfs] if total > 0 else [0.0] * len(idfs)
-        self.pending = {p.docno: p for p in pend}
-        self._by_session: dict[bytes, list[int]] = {}
-        for p in pend:
-            for key in p.facets:
-                if key[:1] == b"s":
-                    self._by_session.setdefault(key, []).append(p.docno)
-        for docnos in self._by_session.values():
-            docnos.sort()
+        self.pending = pend
         self._rows: dict[int, tuple[int, bytes]] = {}
         self._cur = tx.txn.cursor(db=tx.db(FACETS))
         self._tf_cache: dict[int, tuple[int, ...] | None] = {}
@@ -160,7 +154,7 @@ class ContextScorer:
         if n > 8 * wanted + 32:
             return None
         merged = tail_docnos(b"".join(cur.iternext_dup(keys=False)), 6).tolist() if n else []
-        pend = self._by_session.get(key)
+        pend = self.pending.in_session(key)
         return sorted(merged + pend) if pend else merged
 
     def _tfs(self, docno: int) -> tuple[int, ...] | None:
@@ -194,7 +188,7 @@ class ContextScorer:
     def _neighbours(self, docno: int, key: bytes) -> list[int]:
         """Up to ``WINDOW`` docnos of the session before ``docno`` and after it."""
         before, after = self._merged(docno, key)
-        pend = self._by_session.get(key, [])
+        pend = self.pending.in_session(key)
         i = bisect_left(pend, docno)
         before = sorted([*before, *pend[max(0, i - WINDOW):i]])[-WINDOW:]
         j = i + 1 if i < len(pend) and pend[i] == docno else i

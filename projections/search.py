@@ -62,11 +62,12 @@ from .evaluation import (
     kept_chunks,
     member,
 )
-from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, exact_key, list_prefix, pending
+from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, exact_key, list_prefix
 from .index.arrays import Kept, counts, first_docnos
 from .index.filters import FacetFilter
 from .index.layout import docno_of, key_range
 from .index.masks import snapshot
+from .index.pending_view import PendingView, pending_view
 from .query import Filters
 from .tokens import query_terms
 
@@ -111,7 +112,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     pool = max(limit, POOL) if context else limit
     st = stats.read(tx)
     fl = FacetFilter(tx, flt, st["active"], (st["updates"], st["deleted"]))
-    pend = pending(tx)
+    pend = pending_view(tx, st)
     trace.pending = len(pend)
     if fl.size == 0 and not pend:
         return []
@@ -124,7 +125,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
 
 
 def _evaluate(tx: Tx, query: str, limit: int, trace: Trace, prune: bool, context: bool, pool: int,
-              fl: FacetFilter, pend: list, lists: list[QueryList], acc: Sums, st: dict[str, int]) -> list[Hit]:
+              fl: FacetFilter, pend: PendingView, lists: list[QueryList], acc: Sums, st: dict[str, int]) -> list[Hit]:
     """:func:`search` once the query's lists are planned and the sums laid out."""
     wholes = [exact_key(f, query) for f in range(_NF)]
     done = _score_pending(wholes, lists, pend, fl, acc)
@@ -150,7 +151,7 @@ def _evaluate(tx: Tx, query: str, limit: int, trace: Trace, prune: bool, context
 
 
 # --------------------------------------------------------------------- plan
-def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: list) -> list[QueryList]:
+def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: PendingView) -> list[QueryList]:
     lists: list[QueryList] = []
     snap = snapshot(tx)
     with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
@@ -167,7 +168,7 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: list) -> l
                     keys, chunks = _chunks(cur, prefix)
                     kept = Kept(keys, chunks, first_docnos(keys), int(counts(chunks).sum()))
                 df = kept.df
-                df_all = df + sum(1 for p in pend if term in p.tfs[f])
+                df_all = df + pend.df(f, term)
                 w = q * idf(n, df_all)
                 total += w
                 if df_all:
@@ -186,34 +187,36 @@ def _chunks(cur, prefix: bytes) -> tuple[list[bytes], list[bytes]]:
     return list(map(itemgetter(0), items)), list(map(itemgetter(1), items))
 
 
-def _docno_bound(tx: Tx, pend: list) -> int:
+def _docno_bound(tx: Tx, pend: PendingView) -> int:
     """One past the greatest docno a sum can be for (sums grow past it if need be)."""
     with tx.txn.cursor(db=tx.db(DOCS)) as cur:
         top = docno_of(cur.key()) if cur.last() else 0
-    return max([top, *(p.docno for p in pend)]) + 1
+    return max(top, pend.top) + 1
 
 
-def _score_pending(wholes: list[bytes], lists: list[QueryList], pend: list, fl: FacetFilter,
+def _score_pending(wholes: list[bytes], lists: list[QueryList], pend: PendingView, fl: FacetFilter,
                    acc: Sums) -> set[int]:
     """Whole scores of the pending documents that pass; returns their docnos.
     ``wholes`` are the query's whole-text keys, one per field."""
-    factors = [lst.factor() for lst in lists]
     sums: list[dict[int, float]] = [{} for _ in range(_NF)]
-    done = set()
-    for p in pend:
-        if not fl.passes_pending(p):
-            continue
-        done.add(p.docno)
-        for lst, (c, d) in zip(lists, factors):
-            tf = p.tfs[lst.field].get(lst.term)
-            if tf:
-                mine = sums[lst.field]
-                mine[p.docno] = mine.get(p.docno, 0.0) + lst.weight * tf / (tf + c + d * p.lengths[lst.field])
-        for f, key in enumerate(wholes):
-            if key in p.exact:
-                sums[f][p.docno] = sums[f].get(p.docno, 0.0) + WHOLE
+    if not pend:
+        return set()
+    done = set(pend.docnos()) if fl.passes_any_pending() else {p.docno for p in pend.records if fl.passes_pending(p)}
+    for lst in lists:              # each document's sum adds its lists in order, then its whole match
+        c, d = lst.factor()
+        field, term, weight, mine = lst.field, lst.term, lst.weight, sums[lst.field]
+        for p in pend.with_term(field, term):
+            if p.docno in done:
+                tf = p.tfs[field][term]
+                mine[p.docno] = mine.get(p.docno, 0.0) + weight * tf / (tf + c + d * p.lengths[field])
+    for f, key in enumerate(wholes):
+        mine = sums[f]
+        for p in pend.with_whole(key):
+            if p.docno in done:
+                mine[p.docno] = mine.get(p.docno, 0.0) + WHOLE
     for f, mine in enumerate(sums):
-        acc.add(f, np.fromiter(mine.keys(), np.int64, len(mine)), np.fromiter(mine.values(), float, len(mine)))
+        order = sorted(mine)             # in docno order, as the records are
+        acc.add(f, np.array(order, np.int64), np.fromiter(map(mine.__getitem__, order), float, len(order)))
     return done
 
 
@@ -356,7 +359,7 @@ def _take(ordered, acc: Sums, fl: FacetFilter, limit: int, admit: Admit | None) 
 
 
 def _rank_in_context(tx: Tx, acc: Sums, candidates: np.ndarray, completion: _Completion, admit: Admit,
-                     fl: FacetFilter, limit: int, lists: list[QueryList], pend: list,
+                     fl: FacetFilter, limit: int, lists: list[QueryList], pend: PendingView,
                      st: dict[str, int]) -> list[Hit]:
     """The best ``limit`` messages once raised by their context
     (:mod:`projections.context`), among the best ``max(limit, POOL)``

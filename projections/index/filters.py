@@ -149,6 +149,10 @@ class FacetFilter:
         out.extend((("tag", t), [b"g" + t.encode("utf-8")]) for t in dict.fromkeys(f.tags))
         return out
 
+    def passes_any_pending(self) -> bool:
+        """Whether every pending document passes (no condition at all)."""
+        return not self._any and self._window is None
+
     def passes_pending(self, record: Pending) -> bool:
         if not all(not keys.isdisjoint(record.facets) for keys in self._any):
             return False

@@ -203,17 +203,19 @@ _PARSED_MAX = 1024
 
 def pending(tx: Tx) -> list[Pending]:
     """Every pending record (parsed ones are cached by their bytes)."""
-    out = []
     with tx.txn.cursor(db=tx.db(PENDING)) as cur:
-        for k, raw in cur:
-            found = _PARSED.get(raw)
-            if found is None or found.docno != docno_of(k):
-                rec = Record.decode(raw)
-                found = Pending(docno_of(k), tuple(e.length for e in rec.fields),
-                                tuple(dict(e.postings()) for e in rec.fields),
-                                frozenset(x for e in rec.fields for x in e.exact), frozenset(rec.facets))
-                if len(_PARSED) >= _PARSED_MAX:
-                    _PARSED.clear()
-                _PARSED[raw] = found
-            out.append(found)
-    return out
+        return [parsed(docno_of(k), raw) for k, raw in cur]
+
+
+def parsed(docno: int, raw: bytes) -> Pending:
+    """The pending record of ``docno`` stored as ``raw`` (cached by its bytes)."""
+    found = _PARSED.get(raw)
+    if found is None or found.docno != docno:
+        rec = Record.decode(raw)
+        found = Pending(docno, tuple(e.length for e in rec.fields),
+                        tuple(dict(e.postings()) for e in rec.fields),
+                        frozenset(x for e in rec.fields for x in e.exact), frozenset(rec.facets))
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[raw] = found
+    return found

@@ -1,0 +1,151 @@
+"""The pending records as a search reads them: looked up by term, whole-text
+key, session and docno, not scanned.
+
+Every search needs, of the documents written since the last merge, those
+holding each query term (and their number), those whose field is the whole
+query, the greatest docno, and each session's — and up to ``merge_at`` of
+them wait.  Decoding and scanning them all for every search cost more than
+the rest of a search; so they are kept, decoded and inverted, between
+searches.
+
+Between two merges the pending records change in one way only as long as no
+message is updated or deleted: records are added, with docnos greater than
+any before.  An *epoch* is such a stretch: the same environment (compaction
+and replication open new ones), the same first pending key (a merge empties
+``pending``; the next first docno is new), and the same update and delete
+counts.  Within an epoch the records are kept in one append-only
+:class:`_Epoch`, and each search sees the prefix its own snapshot holds (its
+number of pending records, checked against its last key), so searches of
+older snapshots running alongside are never shown a newer record.  Anything
+else builds a new epoch.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+
+from eventstore.transaction import Tx, WriteTx
+
+from .layout import PENDING, docno_of
+from .records import Pending, parsed
+
+
+class _Epoch:
+    """The pending records of one epoch, decoded, in docno order, with their
+    inverted lists (indexes into ``records``, ascending: append-only)."""
+
+    def __init__(self, key: tuple, dbs: object) -> None:
+        self.key, self.dbs = key, dbs
+        self.records: list[Pending] = []
+        self.index: dict[int, int] = {}                    # docno → its index
+        self.terms: list[dict[str, list[int]]] = [{}, {}, {}]   # per field: term → indexes
+        self.exact: dict[bytes, list[int]] = {}             # whole-text key → indexes
+        self.sessions: dict[bytes, list[int]] = {}          # session facet key → indexes
+        self.last_key = b""
+
+    def add(self, key: bytes, raw: bytes) -> None:
+        p = parsed(docno_of(key), raw)
+        i = len(self.records)
+        self.records.append(p)
+        self.index[p.docno] = i
+        for terms, tfs in zip(self.terms, p.tfs):
+            for term in tfs:
+                terms.setdefault(term, []).append(i)
+        for k in p.exact:
+            self.exact.setdefault(k, []).append(i)
+        for k in p.facets:
+            if k[:1] == b"s":
+                self.sessions.setdefault(k, []).append(i)
+        self.last_key = key
+
+
+class PendingView:
+    """The first ``n`` records of an epoch: what one snapshot holds."""
+
+    def __init__(self, epoch: _Epoch, n: int) -> None:
+        self._epoch, self._n = epoch, n
+        self.records = epoch.records[:n]
+        self.top = self.records[-1].docno if n else 0
+        self._docnos: frozenset[int] | None = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _upto(self, found: list[int] | None) -> list[int]:
+        if not found:
+            return []
+        return found if found[-1] < self._n else found[:bisect_left(found, self._n)]
+
+    def df(self, field: int, term: str) -> int:
+        """How many pending documents hold ``term`` in ``field``."""
+        return len(self._upto(self._epoch.terms[field].get(term)))
+
+    def with_term(self, field: int, term: str) -> list[Pending]:
+        records = self._epoch.records
+        return [records[i] for i in self._upto(self._epoch.terms[field].get(term))]
+
+    def with_whole(self, key: bytes) -> list[Pending]:
+        """The pending documents with a field whose whole text has ``key``."""
+        records = self._epoch.records
+        return [records[i] for i in self._upto(self._epoch.exact.get(key))]
+
+    def in_session(self, key: bytes) -> list[int]:
+        """The docnos (ascending) of the pending documents of the session with facet key ``key``."""
+        records = self._epoch.records
+        return [records[i].docno for i in self._upto(self._epoch.sessions.get(key))]
+
+    def get(self, docno: int) -> Pending | None:
+        i = self._epoch.index.get(docno)
+        return self._epoch.records[i] if i is not None and i < self._n else None
+
+    def __contains__(self, docno: int) -> bool:
+        i = self._epoch.index.get(docno)
+        return i is not None and i < self._n
+
+    def docnos(self) -> frozenset[int]:
+        if self._docnos is None:
+            self._docnos = frozenset(p.docno for p in self.records)
+        return self._docnos
+
+
+_LOCK = threading.Lock()
+_current: _Epoch | None = None
+
+
+def pending_view(tx: Tx, stats: dict[str, int]) -> PendingView:
+    """The pending records ``tx`` sees (``stats``: the statistics it sees).
+    A write transaction's are read whole and not kept: it may yet abort."""
+    global _current
+    handle = tx.db(PENDING)
+    n = tx.txn.stat(handle)["entries"]
+    with tx.txn.cursor(db=handle) as cur:
+        first = bytes(cur.key()) if cur.first() else b""
+        if isinstance(tx, WriteTx):
+            return _whole(cur, (), None)
+        last = docno_of(cur.key()) if cur.last() else -1
+        key = (first, stats["updates"], stats["deleted"])
+        with _LOCK:
+            epoch = _current
+            if epoch is None or epoch.key != key or epoch.dbs is not tx.dbs:
+                epoch = _Epoch(key, tx.dbs)
+            if len(epoch.records) < n:
+                found = cur.set_range(epoch.last_key) if epoch.records else cur.first()
+                if found and epoch.records and cur.key() == epoch.last_key:
+                    found = cur.next()
+                while found:
+                    epoch.add(bytes(cur.key()), bytes(cur.value()))
+                    found = cur.next()
+            if n and not (len(epoch.records) >= n and epoch.records[n - 1].docno == last):
+                return _whole(cur, key, tx.dbs)     # not what this snapshot holds: nothing kept
+            _current = epoch
+    return PendingView(epoch, n)
+
+
+def _whole(cur, key: tuple, dbs: object) -> PendingView:
+    epoch = _Epoch(key, dbs)
+    found = cur.first()
+    while found:
+        epoch.add(bytes(cur.key()), bytes(cur.value()))
+        found = cur.next()
+    return PendingView(epoch, len(epoch.records))

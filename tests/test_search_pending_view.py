@@ -1,0 +1,104 @@
+"""The pending records kept between searches (``projections.index.pending_view``):
+every snapshot must see exactly the records a plain scan of ``pending`` gives,
+however writes, updates, deletes, merges and searches interleave, and a search
+of an older snapshot must not see what a newer one added."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventstore.events import Metadata
+from projections import stats
+from projections.index import IndexConfig, pending
+from projections.index import pending_view as view_module
+from projections.index.pending_view import pending_view
+from projections.search import Filters
+from server.service import MemoryService
+
+SMALL = IndexConfig(merge_at=6, chunk=4)
+WORDS = ["alpha", "beta", "gamma", "delta", "plan", "deploy", "support group", "yesterday"]
+
+
+def _same(tx) -> None:
+    """The view this snapshot gets holds what a scan of ``pending`` does, record for record."""
+    view = pending_view(tx, stats.read(tx))
+    scanned = pending(tx)
+    assert [(p.docno, p.tfs, p.lengths, p.exact, p.facets) for p in view.records] == \
+        [(p.docno, p.tfs, p.lengths, p.exact, p.facets) for p in scanned]
+    assert len(view) == len(scanned)
+    assert view.top == (scanned[-1].docno if scanned else 0)
+    for p in scanned:
+        assert view.get(p.docno) is not None and p.docno in view
+        for f, tfs in enumerate(p.tfs):
+            for term in tfs:
+                assert view.df(f, term) == sum(term in q.tfs[f] for q in scanned)
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["write", "update", "delete", "search"]), st.integers(0, 50),
+                         st.sampled_from(WORDS)), min_size=1, max_size=40)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_every_snapshot_sees_exactly_its_pending_records(ops):
+    with tempfile.TemporaryDirectory() as tmp:
+        svc = MemoryService(os.path.join(tmp, "s"), index_config=SMALL)
+        try:
+            ids: list[str] = []
+            for op, n, word in ops:
+                if op == "write" or not ids:
+                    ids.append(svc.write_message(f"s{n % 3}", "user", f"{word} note {n}",
+                                                 Metadata())["message"]["message_id"])
+                elif op == "update":
+                    mid = ids[n % len(ids)]
+                    svc.update_message(mid, f"{word} changed {n}", {}, None)
+                elif op == "delete":
+                    svc.delete_message(ids.pop(n % len(ids)), None)
+                else:
+                    svc.search(word, Filters(), 0, 5)
+                with svc.store.read() as tx:
+                    _same(tx)
+        finally:
+            svc.close()
+
+
+def test_an_older_snapshot_does_not_see_records_a_newer_search_added(svc):
+    for i in range(3):
+        svc.write_message("s", "user", f"alpha {i}", Metadata())
+    with svc.store.read() as old:
+        _same(old)                                  # the kept records: three
+        for i in range(2):
+            svc.write_message("s", "user", f"alpha later {i}", Metadata())
+        with svc.store.read() as new:
+            _same(new)                              # five, added to the same kept records
+        _same(old)                                  # still three for the older snapshot
+        assert len(pending_view(old, stats.read(old))) == 3
+
+
+def test_an_update_of_a_pending_record_is_seen(svc):
+    mid = svc.write_message("s", "user", "alpha beta", Metadata())["message"]["message_id"]
+    with svc.store.read() as tx:
+        _same(tx)
+    svc.update_message(mid, "gamma delta", {}, None)
+    with svc.store.read() as tx:
+        _same(tx)
+        view = pending_view(tx, stats.read(tx))
+        assert view.df(0, "gamma") == 1 and view.df(0, "alpha") == 0
+
+
+def test_results_do_not_depend_on_what_was_kept(svc):
+    """A search with the records kept from earlier searches ranks as one that reads them afresh."""
+    for i in range(40):
+        svc.write_message(f"s{i % 4}", "user", f"{WORDS[i % len(WORDS)]} {WORDS[(i * 3) % len(WORDS)]} {i}",
+                          Metadata())
+        if i % 7 == 0:
+            svc.search("plan deploy", Filters(), 0, 5)
+    for word in WORDS:
+        kept = svc.search(word, Filters(), 0, 10)
+        view_module._current = None
+        fresh = svc.search(word, Filters(), 0, 10)
+        assert kept == fresh
