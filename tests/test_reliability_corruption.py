@@ -26,6 +26,7 @@ from mcp import Client
 
 from eventstore import codec
 from eventstore.events import Metadata
+from projections.index import DEFAULT
 from server.app import build_server
 from server.service import MemoryService
 from tools import _proc
@@ -424,7 +425,7 @@ async def test_a_changed_byte_in_a_search_document_row_answers_corrupt_store(sto
 
 @pytest.mark.anyio
 async def test_a_changed_byte_in_a_posting_chunk_answers_corrupt_store(store_path):
-    make_store(store_path, n=300)                     # enough writes for merged chunks
+    make_store(store_path, n=DEFAULT.merge_at + 44)   # enough writes for merged chunks
     with raw_txn(store_path, b"postings", write=True) as (txn, handle):
         key = next(k for k, _ in txn.cursor(db=handle) if k.startswith(b"\x00hello\x00"))
         value = bytearray(txn.get(key, db=handle))

@@ -9,7 +9,7 @@ import pytest
 
 from eventstore.events import Metadata
 from projections import search
-from projections.index import filters
+from projections.index import IndexConfig, filters
 from projections.search import Filters
 from server.service import MemoryService
 from tools.replay import differences
@@ -43,7 +43,8 @@ def test_search_writes_nothing_not_even_counters(service, store_path):
 @pytest.fixture(scope="module")
 def big(tmp_path_factory):
     """600 messages of varied length: one word in all, one in a third, rare words in a few."""
-    svc = MemoryService(str(tmp_path_factory.mktemp("prune") / "store"))
+    svc = MemoryService(str(tmp_path_factory.mktemp("prune") / "store"),
+                        index_config=IndexConfig(merge_at=256))      # most of them merged into the lists
     for i in range(600):
         words = ["status"] + (["weekly"] if i % 3 == 0 else []) + (["zebra"] if i % 150 == 7 else [])
         words += ["report"] * (1 + i % 4) + [f"item{i % 40}"] + [f"filler{j}" for j in range(i * 7 % 23)]
