@@ -201,7 +201,7 @@ def _score_pending(wholes: list[bytes], lists: list[QueryList], pend: PendingVie
     sums: list[dict[int, float]] = [{} for _ in range(_NF)]
     if not pend:
         return set()
-    done = set(pend.docnos()) if fl.passes_any_pending() else {p.docno for p in pend.records if fl.passes_pending(p)}
+    done = pend.passing(*fl.pending_conditions())
     for lst in lists:              # each document's sum adds its lists in order, then its whole match
         c, d = lst.factor()
         field, term, weight, mine = lst.field, lst.term, lst.weight, sums[lst.field]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -102,3 +103,48 @@ def test_results_do_not_depend_on_what_was_kept(svc):
         view_module._current = None
         fresh = svc.search(word, Filters(), 0, 10)
         assert kept == fresh
+
+
+FILTERS = st.builds(
+    Filters,
+    session_id=st.sampled_from([None, "s0", "s1", "nowhere"]),
+    kinds=st.frozensets(st.sampled_from(["conversation", "semantic", "procedure"]), max_size=2),
+    tiers=st.frozensets(st.sampled_from(["short", "long"]), max_size=1),
+    tags=st.lists(st.sampled_from(["a", "b"]), max_size=2, unique=True).map(tuple),
+    min_importance=st.sampled_from([0, 30, 70]),
+    roles=st.frozensets(st.sampled_from(["user", "assistant"]), max_size=1),
+    after=st.sampled_from([None, 0, 5, 9]),
+    before=st.sampled_from([None, 5, 9, 30]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flt=FILTERS)
+def test_the_pending_documents_that_pass_a_filter_are_those_it_passes_one_by_one(pending_store, flt):
+    from projections.index.filters import FacetFilter
+    with pending_store.store.read() as tx:
+        st_ = stats.read(tx)
+        fl = FacetFilter(tx, flt, st_["active"], (st_["updates"], st_["deleted"]))
+        view = pending_view(tx, st_)
+        assert len(view) == 12
+        assert view.passing(*fl.pending_conditions()) == {p.docno for p in view.records if fl.passes_pending(p)}
+
+
+@pytest.fixture(scope="module")
+def pending_store(tmp_path_factory):
+    """Twelve pending messages with every facet varied and timestamps 0–11 (``write`` sets them)."""
+    from eventstore.events import Message, MessageWritten
+    svc = MemoryService(str(tmp_path_factory.mktemp("pend") / "s"), index_config=SMALL_HOLD)
+    kinds, tiers = ["conversation", "semantic", "procedure"], ["short", "long"]
+
+    def command(w):
+        for i in range(12):
+            meta = Metadata(tags=(("a",), ("b",), ("a", "b"), ())[i % 4], memory_kind=kinds[i % 3],
+                            memory_tier=tiers[i % 2], importance=(10, 50, 90)[i % 3])
+            w.append(MessageWritten(Message(w.new_id(i), f"s{i % 2}", ("user", "assistant")[i % 2],
+                                            f"alpha {i}", i, i, 1, meta)))
+    svc.store.execute(command)
+    yield svc
+    svc.close()
+
+
+SMALL_HOLD = IndexConfig(merge_at=64, chunk=4)

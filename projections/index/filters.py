@@ -149,9 +149,11 @@ class FacetFilter:
         out.extend((("tag", t), [b"g" + t.encode("utf-8")]) for t in dict.fromkeys(f.tags))
         return out
 
-    def passes_any_pending(self) -> bool:
-        """Whether every pending document passes (no condition at all)."""
-        return not self._any and self._window is None
+    def pending_conditions(self) -> tuple[list[frozenset[bytes]], tuple[int, int] | None]:
+        """What a pending document must have to pass (:meth:`passes_pending`):
+        one facet key of each set, and a timestamp in the window (first
+        allowed, first past), if there is one."""
+        return self._any, self._window
 
     def passes_pending(self, record: Pending) -> bool:
         if not all(not keys.isdisjoint(record.facets) for keys in self._any):

@@ -27,6 +27,7 @@ from bisect import bisect_left
 
 from eventstore.transaction import Tx, WriteTx
 
+from .docs import DOC_TIME, raw_doc
 from .layout import PENDING, docno_of
 from .records import Pending, parsed
 
@@ -41,13 +42,16 @@ class _Epoch:
         self.index: dict[int, int] = {}                    # docno → its index
         self.terms: list[dict[str, list[int]]] = [{}, {}, {}]   # per field: term → indexes
         self.exact: dict[bytes, list[int]] = {}             # whole-text key → indexes
-        self.sessions: dict[bytes, list[int]] = {}          # session facet key → indexes
+        self.facets: dict[bytes, list[int]] = {}            # facet key → indexes
+        self.times: list[int | None] = []                   # each one's timestamp (None: no docs row)
         self.last_key = b""
 
-    def add(self, key: bytes, raw: bytes) -> None:
+    def add(self, tx: Tx, key: bytes, raw: bytes) -> None:
         p = parsed(docno_of(key), raw)
         i = len(self.records)
         self.records.append(p)
+        row = raw_doc(tx, p.docno)
+        self.times.append(None if row is None else int.from_bytes(row[DOC_TIME:DOC_TIME + 8], "big"))
         self.index[p.docno] = i
         for terms, tfs in zip(self.terms, p.tfs):
             for term in tfs:
@@ -55,8 +59,7 @@ class _Epoch:
         for k in p.exact:
             self.exact.setdefault(k, []).append(i)
         for k in p.facets:
-            if k[:1] == b"s":
-                self.sessions.setdefault(k, []).append(i)
+            self.facets.setdefault(k, []).append(i)
         self.last_key = key
 
 
@@ -93,7 +96,7 @@ class PendingView:
     def in_session(self, key: bytes) -> list[int]:
         """The docnos (ascending) of the pending documents of the session with facet key ``key``."""
         records = self._epoch.records
-        return [records[i].docno for i in self._upto(self._epoch.sessions.get(key))]
+        return [records[i].docno for i in self._upto(self._epoch.facets.get(key))]
 
     def get(self, docno: int) -> Pending | None:
         i = self._epoch.index.get(docno)
@@ -107,6 +110,25 @@ class PendingView:
         if self._docnos is None:
             self._docnos = frozenset(p.docno for p in self.records)
         return self._docnos
+
+    def passing(self, conditions: list[frozenset[bytes]], window: tuple[int, int] | None) -> set[int]:
+        """The docnos of the documents that have, for each of ``conditions``,
+        one of its facet keys, and a timestamp in ``window`` (first allowed,
+        first past) when one is given."""
+        if not conditions and window is None:
+            return set(self.docnos())
+        chosen: set[int] | None = None
+        for keys in conditions:
+            found: set[int] = set()
+            for k in keys:
+                found.update(self._upto(self._epoch.facets.get(k)))
+            chosen = found if chosen is None else chosen & found
+        records, times = self._epoch.records, self._epoch.times
+        if window is None:
+            return {records[i].docno for i in chosen or ()}
+        lo, hi = window
+        return {records[i].docno for i in (range(self._n) if chosen is None else chosen)
+                if (t := times[i]) is not None and lo <= t < hi}
 
 
 _LOCK = threading.Lock()
@@ -122,7 +144,7 @@ def pending_view(tx: Tx, stats: dict[str, int]) -> PendingView:
     with tx.txn.cursor(db=handle) as cur:
         first = bytes(cur.key()) if cur.first() else b""
         if isinstance(tx, WriteTx):
-            return _whole(cur, (), None)
+            return _whole(tx, cur, (), None)
         last = docno_of(cur.key()) if cur.last() else -1
         key = (first, stats["updates"], stats["deleted"])
         with _LOCK:
@@ -134,18 +156,18 @@ def pending_view(tx: Tx, stats: dict[str, int]) -> PendingView:
                 if found and epoch.records and cur.key() == epoch.last_key:
                     found = cur.next()
                 while found:
-                    epoch.add(bytes(cur.key()), bytes(cur.value()))
+                    epoch.add(tx, bytes(cur.key()), bytes(cur.value()))
                     found = cur.next()
             if n and not (len(epoch.records) >= n and epoch.records[n - 1].docno == last):
-                return _whole(cur, key, tx.dbs)     # not what this snapshot holds: nothing kept
+                return _whole(tx, cur, key, tx.dbs)     # not what this snapshot holds: nothing kept
             _current = epoch
     return PendingView(epoch, n)
 
 
-def _whole(cur, key: tuple, dbs: object) -> PendingView:
+def _whole(tx: Tx, cur, key: tuple, dbs: object) -> PendingView:
     epoch = _Epoch(key, dbs)
     found = cur.first()
     while found:
-        epoch.add(bytes(cur.key()), bytes(cur.value()))
+        epoch.add(tx, bytes(cur.key()), bytes(cur.value()))
         found = cur.next()
     return PendingView(epoch, len(epoch.records))
