@@ -92,10 +92,11 @@ class BulkReplay:
         where[docno] = rec
         return rec
 
-    def _write_merged(self) -> None:
+    def _write_merged(self, last: bool = False) -> None:
         """Write every merged document: those still standing in as messages
-        from their batch's gathered postings, the rest record by record."""
-        lists, done = self.builder.lists()
+        from their batch's gathered postings, the rest record by record
+        (``last``: the transaction's last write, see :meth:`.Builder.lists`)."""
+        lists, done = self.builder.lists(last)
         exact: list[tuple[bytes, bytes]] = []
         facets: dict[tuple[bytes, ...], list[bytes]] = {}      # a document's facet keys → the docno keys that have them
         invalid: set[int] = set()
@@ -139,7 +140,7 @@ class BulkReplay:
     def finish(self) -> dict[str, int]:
         """Write everything held; returns the statistics to add."""
         self._write_rows()
-        self._write_merged()
+        self._write_merged(last=True)
         with self.tx.txn.cursor(db=self.tx.db(PENDING)) as cur:
             cur.putmulti(sorted((docno_key(d), r.encode()) for d, r in self.pending.items()
                                 if isinstance(r, Record)))
