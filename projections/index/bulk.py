@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import chain, repeat
 from operator import itemgetter
+from typing import NamedTuple
 
 from eventstore.events import Message
 from eventstore.transaction import Tx
@@ -30,6 +31,8 @@ from .lists import merge_records, put_appending
 from .records import Record, count, count_lengths, facet_keys, record_of
 from .worker import Builder, WorkerHold
 
+Fields = Sequence[tuple[Sequence[int], Sequence[tuple[bytes, ...]]]]   # a batch's lengths and exact keys, per field
+
 
 class BulkReplay:
     def __init__(self, tx: Tx, config: IndexConfig, hold: WorkerHold | None = None) -> None:
@@ -40,6 +43,7 @@ class BulkReplay:
         self.rows: list[tuple[bytes, bytes]] = []          # docs rows of written messages, not written yet
         self.times: list[tuple[bytes, bytes]] = []         # and their times keys
         self.builder = Builder(config, hold)
+        self.keyed: list[_Keys] = []                        # the keys of the builder's first batches done
         with tx.txn.cursor(db=tx.db(PENDING)) as cur:
             self.pending.update((docno_of(k), Record.decode(v)) for k, v in cur)
         tx.txn.drop(tx.db(PENDING), delete=False)
@@ -64,6 +68,8 @@ class BulkReplay:
                 pending.clear()
                 if len(self.merged) >= self.config.bulk_hold:
                     self._write_merged()
+        done = self.builder.done
+        self.keyed += [_batch_keys(*batch) for batch in done[len(self.keyed):]]
 
     def held(self, docno: int) -> tuple[Record | None, bool]:
         """(record, pending) of a document not written yet, else (None, False).
@@ -97,24 +103,25 @@ class BulkReplay:
         from their batch's gathered postings, the rest record by record
         (``last``: the transaction's last write, see :meth:`.Builder.lists`)."""
         lists, done = self.builder.lists(last)
+        keyed, self.keyed = self.keyed, []
         exact: list[tuple[bytes, bytes]] = []
         facets: dict[tuple[bytes, ...], list[bytes]] = {}      # a document's facet keys → the docno keys that have them
         invalid: set[int] = set()
         merged = self.merged
-        lengths: Sequence[int]             # a batch's array, or the part of it still live
-        for items, docnos, fields in done:
+        for i, (items, docnos, fields) in enumerate(done):
+            pre = keyed[i] if i < len(keyed) else _batch_keys(items, docnos, fields)
             live = [merged.get(d) is m for d, m in items]
-            invalid.update(d for d, ok in zip(docnos, live) if not ok)
-            dks = list(map(docno_key, docnos))
-            for f, (lengths, keys) in enumerate(fields):
-                if not all(live):
-                    lengths = [x for x, ok in zip(lengths, live) if ok]
-                    keys = [x if ok else () for x, ok in zip(keys, live)]
-                count_lengths(self.deltas, f, lengths, keys)
-                exact.extend((k, dk) for dk, found in zip(dks, keys) for k in found)
-            for (docno, msg), dk, ok in zip(items, dks, live):
+            if all(live):              # the usual case: its keys were found during the replay
+                for f, (lengths, keys) in enumerate(fields):
+                    count_lengths(self.deltas, f, lengths, keys)
+                exact += pre.exact
+                for key, dks in pre.facets.items():
+                    facets.setdefault(key, []).extend(dks)
+            else:
+                invalid.update(d for d, ok in zip(docnos, live) if not ok)
+                self._some_live(items, fields, pre.dks, live, exact, facets)
+            for (docno, _), ok in zip(items, live):
                 if ok:
-                    facets.setdefault(tuple(facet_keys(msg)), []).append(dk)
                     del merged[docno]
         if invalid:
             lists.exclude(invalid)
@@ -128,6 +135,18 @@ class BulkReplay:
         self.merged.clear()
         exact.sort(key=itemgetter(0))      # stable: each key's docnos stay in order, as a sort of the pairs leaves them
         merge_records(self.tx, self.config.cut, records, lists, exact, _pairs(facets))
+
+    def _some_live(self, items: list[tuple[int, Message]], fields: Fields, dks: list[bytes], live: list[bool],
+                   exact: list[tuple[bytes, bytes]], facets: dict[tuple[bytes, ...], list[bytes]]) -> None:
+        """What a batch some of whose messages changed since adds: its live ones' statistics and keys."""
+        for f, (lengths, keys) in enumerate(fields):
+            lengths = [x for x, ok in zip(lengths, live) if ok]
+            keys = [x if ok else () for x, ok in zip(keys, live)]
+            count_lengths(self.deltas, f, lengths, keys)
+            exact.extend((k, dk) for dk, found in zip(dks, keys) for k in found)
+        for (_, msg), dk, ok in zip(items, dks, live):
+            if ok:
+                facets.setdefault(tuple(facet_keys(msg)), []).append(dk)
 
     def _write_rows(self) -> None:
         """The docs rows (and times keys) of the messages written since the last
@@ -149,6 +168,25 @@ class BulkReplay:
 
     def stop(self) -> None:
         self.builder.stop()
+
+
+class _Keys(NamedTuple):
+    """A batch's docno keys, and what it adds to ``exact`` and ``facets``
+    if all its messages are still live when written (found during the
+    replay, while the second process gathers, not in the write at its end)."""
+
+    dks: list[bytes]
+    exact: list[tuple[bytes, bytes]]
+    facets: dict[tuple[bytes, ...], list[bytes]]
+
+
+def _batch_keys(items: list[tuple[int, Message]], docnos: list[int],
+                fields: Fields) -> _Keys:
+    dks = list(map(docno_key, docnos))
+    facets: dict[tuple[bytes, ...], list[bytes]] = {}
+    for (_, msg), dk in zip(items, dks):
+        facets.setdefault(tuple(facet_keys(msg)), []).append(dk)
+    return _Keys(dks, [(k, dk) for _, keys in fields for dk, found in zip(dks, keys) for k in found], facets)
 
 
 def _pairs(groups: dict[tuple[bytes, ...], list[bytes]]) -> list[tuple[bytes, bytes]]:
