@@ -292,3 +292,14 @@ def test_the_second_process_program_serves_without_the_package_init_and_the_live
                           input=len(frame).to_bytes(4, "big") + frame, capture_output=True)
     assert done.returncode == 0 and done.stderr.strip() == b"[]"
     assert pickle.loads(done.stdout[4:]) == gather(batch)
+
+
+def test_a_replay_does_not_load_numpy_ma(tmp_path):
+    """``np.unique`` loads ``numpy.ma`` (~25 ms of a replay's write at its end)."""
+    script = ("import sys; from server.service import MemoryService; from eventstore.events import Metadata; "
+              f"svc = MemoryService({str(tmp_path / 's')!r}); "
+              "[svc.write_message('s', 'user', f'hello world {i} ERR_CONN_RESET', Metadata()) for i in range(300)]; "
+              "svc.store.rebuild_projections(); svc.close(); print('numpy.ma' in sys.modules, 'numpy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [b"False", b"True"]

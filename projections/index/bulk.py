@@ -57,6 +57,11 @@ class BulkReplay:
         keys = [docno_key(d) for d, _ in written]
         self.rows += zip(keys, map(doc_value, keys, [m for _, m in written]))
         self.times += [(time_key(m.timestamp, d), b"") for d, m in written]
+        if len(self.rows) >= self.config.build_batch:
+            # during the replay, not in the write at its end; the times keys wait (they
+            # need not come in docno order: appended at once, their pages stay full)
+            put_appending(self.tx, DOCS, self.rows)
+            self.rows = []
         pending, merge_at, at = self.pending, self.config.merge_at, 0
         while at < len(written):
             part = written[at:at + max(merge_at - len(pending), 1)]
@@ -151,7 +156,7 @@ class BulkReplay:
     def _write_rows(self) -> None:
         """The docs rows (and times keys) of the messages written since the last
         time, put at once: the same rows as :func:`.docs.put` writes one by one."""
-        if self.rows:
+        if self.times:                  # (every row has its times key; some rows are written already)
             put_appending(self.tx, DOCS, self.rows)
             put_appending(self.tx, TIMES, self.times)
             self.rows, self.times = [], []
