@@ -138,7 +138,8 @@ class BulkReplay:
         if len(records) != len(self.merged):
             raise AssertionError("a merged message was neither written from its batch nor built")
         self.merged.clear()
-        exact.sort(key=itemgetter(0))      # stable: each key's docnos stay in order, as a sort of the pairs leaves them
+        exact.sort(key=itemgetter(0))      # stable: each key's docnos stay in order, as a sort of the pairs leaves
+        # them (each batch's pairs come sorted already: this sort merges the runs)
         merge_records(self.tx, self.config.cut, records, lists, exact, _pairs(facets))
 
     def _some_live(self, items: list[tuple[int, Message]], fields: Fields, dks: list[bytes], live: list[bool],
@@ -191,7 +192,9 @@ def _batch_keys(items: list[tuple[int, Message]], docnos: list[int],
     facets: dict[tuple[bytes, ...], list[bytes]] = {}
     for (_, msg), dk in zip(items, dks):
         facets.setdefault(tuple(facet_keys(msg)), []).append(dk)
-    return _Keys(dks, [(k, dk) for _, keys in fields for dk, found in zip(dks, keys) for k in found], facets)
+    exact = [(k, dk) for _, keys in fields for dk, found in zip(dks, keys) for k in found]
+    exact.sort(key=itemgetter(0))       # stable (see _write_merged)
+    return _Keys(dks, exact, facets)
 
 
 def _pairs(groups: dict[tuple[bytes, ...], list[bytes]]) -> list[tuple[bytes, bytes]]:

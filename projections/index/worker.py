@@ -283,7 +283,11 @@ class Builder:
         """Gather here, last first, sent batches the second process has not
         answered, while it works through the first ones (else this process
         would wait for it, idle); returns how many of its answers are still
-        wanted.  (It still works on those taken back: it is stopped after.)"""
+        wanted.  (It still works on those taken back: it is stopped after.)
+        The last, short batch (never sent) is gathered first."""
+        short = len(self.batches) - 1
+        if self.batches[short]:
+            self.here[short] = gather(items_of(self.batches[short]))
         upto = worker.sent
         while upto - len(worker.frames) >= 2:
             upto -= 1
