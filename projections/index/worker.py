@@ -8,10 +8,14 @@ batch with what :func:`~.gather.gather` makes of it, a length-prefixed
 pickle, in the same order.  The batches are added to one
 :class:`~.columns.ColumnLists` as they come back, in docno order.
 
-When the second process has more than ``backlog`` batches waiting, the
-replay gathers the next batch itself, so that neither process waits long
-for the other.  Two threads move the bytes (the pipes would otherwise make
-either process wait for the other).  What a batch gathers is a function of
+The process is started once a quarter of the first batch is written, so
+that its start-up overlaps the filling.  When it has more than ``backlog``
+batches waiting, the replay gathers the next batch itself, so that neither
+process waits long for the other; at the end the replay gathers, last
+first, the batches it has not reached, rather than wait idle for them
+(:meth:`Builder.lists`).  Two threads move the bytes, through pipes that
+hold several frames (the pipes would otherwise make either process wait
+for the other).  What a batch gathers is a function of
 its messages alone, so where it was gathered changes no byte, and a failure
 of the second process (none started, one that died or hangs, garbage or
 short output) only means gathering here: a frame that is too long or cut
