@@ -60,10 +60,37 @@ def small_batches(monkeypatch):
     return loaded
 
 
-def test_records_built_in_a_second_process_replay_to_the_live_bytes(tmp_path, small_batches):
+@pytest.fixture
+def every_answer(monkeypatch):
+    """The end of a replay waits for every batch sent, taking none back."""
+    monkeypatch.setattr(worker.Builder, "_take_back", lambda self, w: w.sent)
+
+
+def test_records_built_in_a_second_process_replay_to_the_live_bytes(tmp_path, small_batches, every_answer):
     live = _build(str(tmp_path / "s"))
     assert _replayed(str(tmp_path / "s")) == live
     assert len(small_batches) == 10            # 41 written messages: 10 whole batches went out
+
+
+def test_at_its_end_a_replay_gathers_the_batches_its_second_process_has_not_reached(
+        tmp_path, small_batches, monkeypatch):
+    """The second process starts late: of the 10 batches sent, the replay
+    waits for the first alone and gathers the other 9 itself, last first
+    (after the last, short one, which is never sent)."""
+    live = _build(str(tmp_path / "s"))
+    real = subprocess.Popen
+    started = []
+
+    def late(args, **kwargs):
+        started.append(real([*args[:2], "import time; time.sleep(1); " + args[2], *args[3:]], **kwargs))
+        return started[-1]
+    monkeypatch.setattr(worker.subprocess, "Popen", late)
+    taken = []
+    real_gather = worker.gather
+    monkeypatch.setattr(worker, "gather", lambda items: taken.append(items[0][0]) or real_gather(items))
+    assert _replayed(str(tmp_path / "s")) == live
+    assert len(small_batches) == 1 and taken == [45, 37, 33, 29, 25, 21, 17, 13, 9, 5]
+    assert started and started[0].poll() is not None      # stopped: it still worked on those taken back
 
 
 @pytest.mark.parametrize("backlog", [-1, 0, 1])
@@ -88,7 +115,8 @@ def test_a_replay_whose_second_process_cannot_start_builds_every_record_in_place
     assert small_batches == []
 
 
-def test_a_damaged_batch_from_the_second_process_is_built_in_place(tmp_path, small_batches, monkeypatch):
+def test_a_damaged_batch_from_the_second_process_is_built_in_place(tmp_path, small_batches, monkeypatch,
+                                                                  every_answer):
     live = _build(str(tmp_path / "s"))
     monkeypatch.setattr(worker, "loaded", lambda frame: small_batches.append(frame) or None)
     assert _replayed(str(tmp_path / "s")) == live
@@ -229,3 +257,50 @@ def test_a_replay_that_fails_leaves_no_second_process_behind(tmp_path, small_bat
     finally:
         svc.close()
     assert started and all(p.poll() is not None for p in started)
+
+
+def test_the_second_process_starts_when_a_quarter_of_the_first_batch_is_written(monkeypatch):
+    """Its start-up (~0.1 s of imports) overlaps the filling of the first batch."""
+    from eventstore.events import Message
+    started = []
+    monkeypatch.setattr(worker.Worker, "start", staticmethod(lambda frame_max: started.append(frame_max)))
+    builder = worker.Builder(IndexConfig(build_batch=8, second_process=True))
+    msgs = [(d, Message(f"m{d}", "s", "user", f"text {d}", d, d)) for d in range(1, 4)]
+    builder.add_many(msgs[:1])
+    assert started == []                        # an eighth: a transaction this small may never fill one
+    builder.add_many(msgs[1:])
+    assert len(started) == 1 and builder.sent == [] and len(builder.batches[-1]) == 3
+
+
+@pytest.mark.skipif(not hasattr(worker.fcntl, "F_GETPIPE_SZ"), reason="pipe sizes are Linux's")
+def test_the_pipes_to_and_from_the_second_process_hold_several_frames():
+    started = worker.Worker.start(1 << 20)
+    assert started is not None
+    try:
+        for pipe in (started.proc.stdin, started.proc.stdout):
+            assert worker.fcntl.fcntl(pipe.fileno(), worker.fcntl.F_GETPIPE_SZ) == worker.PIPE_SIZE
+    finally:
+        started.stop()
+
+
+def test_the_second_process_program_serves_without_the_package_init_and_the_live_path():
+    batch = [(1, "hello world, hello", None, ("t",))]
+    frame = pickle.dumps(batch, 5)
+    program = worker.PROGRAM.replace(
+        "serve()", "serve(); print(sorted(m for m in sys.modules if m.endswith(('.live', '.bulk')) or m == 'numpy'),"
+                   " file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", program, worker.FINGERPRINT], cwd=ROOT, timeout=60,
+                          input=len(frame).to_bytes(4, "big") + frame, capture_output=True)
+    assert done.returncode == 0 and done.stderr.strip() == b"[]"
+    assert pickle.loads(done.stdout[4:]) == gather(batch)
+
+
+def test_a_replay_does_not_load_numpy_ma(tmp_path):
+    """``np.unique`` loads ``numpy.ma`` (~25 ms of a replay's write at its end)."""
+    script = ("import sys; from server.service import MemoryService; from eventstore.events import Metadata; "
+              f"svc = MemoryService({str(tmp_path / 's')!r}); "
+              "[svc.write_message('s', 'user', f'hello world {i} ERR_CONN_RESET', Metadata()) for i in range(300)]; "
+              "svc.store.rebuild_projections(); svc.close(); print('numpy.ma' in sys.modules, 'numpy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [b"False", b"True"]

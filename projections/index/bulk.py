@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import chain, repeat
 from operator import itemgetter
+from typing import NamedTuple
 
 from eventstore.events import Message
 from eventstore.transaction import Tx
@@ -30,6 +31,8 @@ from .lists import merge_records, put_appending
 from .records import Record, count, count_lengths, facet_keys, record_of
 from .worker import Builder, WorkerHold
 
+Fields = Sequence[tuple[Sequence[int], Sequence[tuple[bytes, ...]]]]   # a batch's lengths and exact keys, per field
+
 
 class BulkReplay:
     def __init__(self, tx: Tx, config: IndexConfig, hold: WorkerHold | None = None) -> None:
@@ -40,6 +43,7 @@ class BulkReplay:
         self.rows: list[tuple[bytes, bytes]] = []          # docs rows of written messages, not written yet
         self.times: list[tuple[bytes, bytes]] = []         # and their times keys
         self.builder = Builder(config, hold)
+        self.keyed: list[_Keys] = []                        # the keys of the builder's first batches done
         with tx.txn.cursor(db=tx.db(PENDING)) as cur:
             self.pending.update((docno_of(k), Record.decode(v)) for k, v in cur)
         tx.txn.drop(tx.db(PENDING), delete=False)
@@ -53,6 +57,11 @@ class BulkReplay:
         keys = [docno_key(d) for d, _ in written]
         self.rows += zip(keys, map(doc_value, keys, [m for _, m in written]))
         self.times += [(time_key(m.timestamp, d), b"") for d, m in written]
+        if len(self.rows) >= self.config.build_batch:
+            # during the replay, not in the write at its end; the times keys wait (they
+            # need not come in docno order: appended at once, their pages stay full)
+            put_appending(self.tx, DOCS, self.rows)
+            self.rows = []
         pending, merge_at, at = self.pending, self.config.merge_at, 0
         while at < len(written):
             part = written[at:at + max(merge_at - len(pending), 1)]
@@ -64,6 +73,8 @@ class BulkReplay:
                 pending.clear()
                 if len(self.merged) >= self.config.bulk_hold:
                     self._write_merged()
+        done = self.builder.done
+        self.keyed += [_batch_keys(*batch) for batch in done[len(self.keyed):]]
 
     def held(self, docno: int) -> tuple[Record | None, bool]:
         """(record, pending) of a document not written yet, else (None, False).
@@ -92,28 +103,30 @@ class BulkReplay:
         where[docno] = rec
         return rec
 
-    def _write_merged(self) -> None:
+    def _write_merged(self, last: bool = False) -> None:
         """Write every merged document: those still standing in as messages
-        from their batch's gathered postings, the rest record by record."""
-        lists, done = self.builder.lists()
+        from their batch's gathered postings, the rest record by record
+        (``last``: the transaction's last write, see :meth:`.Builder.lists`)."""
+        lists, done = self.builder.lists(last)
+        keyed, self.keyed = self.keyed, []
         exact: list[tuple[bytes, bytes]] = []
         facets: dict[tuple[bytes, ...], list[bytes]] = {}      # a document's facet keys → the docno keys that have them
         invalid: set[int] = set()
         merged = self.merged
-        lengths: Sequence[int]             # a batch's array, or the part of it still live
-        for items, docnos, fields in done:
+        for i, (items, docnos, fields) in enumerate(done):
+            pre = keyed[i] if i < len(keyed) else _batch_keys(items, docnos, fields)
             live = [merged.get(d) is m for d, m in items]
-            invalid.update(d for d, ok in zip(docnos, live) if not ok)
-            dks = list(map(docno_key, docnos))
-            for f, (lengths, keys) in enumerate(fields):
-                if not all(live):
-                    lengths = [x for x, ok in zip(lengths, live) if ok]
-                    keys = [x if ok else () for x, ok in zip(keys, live)]
-                count_lengths(self.deltas, f, lengths, keys)
-                exact.extend((k, dk) for dk, found in zip(dks, keys) for k in found)
-            for (docno, msg), dk, ok in zip(items, dks, live):
+            if all(live):              # the usual case: its keys were found during the replay
+                for f, (lengths, keys) in enumerate(fields):
+                    count_lengths(self.deltas, f, lengths, keys)
+                exact += pre.exact
+                for key, dks in pre.facets.items():
+                    facets.setdefault(key, []).extend(dks)
+            else:
+                invalid.update(d for d, ok in zip(docnos, live) if not ok)
+                self._some_live(items, fields, pre.dks, live, exact, facets)
+            for (docno, _), ok in zip(items, live):
                 if ok:
-                    facets.setdefault(tuple(facet_keys(msg)), []).append(dk)
                     del merged[docno]
         if invalid:
             lists.exclude(invalid)
@@ -125,13 +138,26 @@ class BulkReplay:
         if len(records) != len(self.merged):
             raise AssertionError("a merged message was neither written from its batch nor built")
         self.merged.clear()
-        exact.sort(key=itemgetter(0))      # stable: each key's docnos stay in order, as a sort of the pairs leaves them
+        exact.sort(key=itemgetter(0))      # stable: each key's docnos stay in order, as a sort of the pairs leaves
+        # them (each batch's pairs come sorted already: this sort merges the runs)
         merge_records(self.tx, self.config.cut, records, lists, exact, _pairs(facets))
+
+    def _some_live(self, items: list[tuple[int, Message]], fields: Fields, dks: list[bytes], live: list[bool],
+                   exact: list[tuple[bytes, bytes]], facets: dict[tuple[bytes, ...], list[bytes]]) -> None:
+        """What a batch some of whose messages changed since adds: its live ones' statistics and keys."""
+        for f, (lengths, keys) in enumerate(fields):
+            lengths = [x for x, ok in zip(lengths, live) if ok]
+            keys = [x if ok else () for x, ok in zip(keys, live)]
+            count_lengths(self.deltas, f, lengths, keys)
+            exact.extend((k, dk) for dk, found in zip(dks, keys) for k in found)
+        for (_, msg), dk, ok in zip(items, dks, live):
+            if ok:
+                facets.setdefault(tuple(facet_keys(msg)), []).append(dk)
 
     def _write_rows(self) -> None:
         """The docs rows (and times keys) of the messages written since the last
         time, put at once: the same rows as :func:`.docs.put` writes one by one."""
-        if self.rows:
+        if self.times:                  # (every row has its times key; some rows are written already)
             put_appending(self.tx, DOCS, self.rows)
             put_appending(self.tx, TIMES, self.times)
             self.rows, self.times = [], []
@@ -139,7 +165,7 @@ class BulkReplay:
     def finish(self) -> dict[str, int]:
         """Write everything held; returns the statistics to add."""
         self._write_rows()
-        self._write_merged()
+        self._write_merged(last=True)
         with self.tx.txn.cursor(db=self.tx.db(PENDING)) as cur:
             cur.putmulti(sorted((docno_key(d), r.encode()) for d, r in self.pending.items()
                                 if isinstance(r, Record)))
@@ -148,6 +174,27 @@ class BulkReplay:
 
     def stop(self) -> None:
         self.builder.stop()
+
+
+class _Keys(NamedTuple):
+    """A batch's docno keys, and what it adds to ``exact`` and ``facets``
+    if all its messages are still live when written (found during the
+    replay, while the second process gathers, not in the write at its end)."""
+
+    dks: list[bytes]
+    exact: list[tuple[bytes, bytes]]
+    facets: dict[tuple[bytes, ...], list[bytes]]
+
+
+def _batch_keys(items: list[tuple[int, Message]], docnos: list[int],
+                fields: Fields) -> _Keys:
+    dks = list(map(docno_key, docnos))
+    facets: dict[tuple[bytes, ...], list[bytes]] = {}
+    for (_, msg), dk in zip(items, dks):
+        facets.setdefault(tuple(facet_keys(msg)), []).append(dk)
+    exact = [(k, dk) for _, keys in fields for dk, found in zip(dks, keys) for k in found]
+    exact.sort(key=itemgetter(0))       # stable (see _write_merged)
+    return _Keys(dks, exact, facets)
 
 
 def _pairs(groups: dict[tuple[bytes, ...], list[bytes]]) -> list[tuple[bytes, bytes]]:

@@ -52,12 +52,14 @@ class _Column:
 
 
 class ColumnLists:
-    """The postings a bulk transaction adds, kept as columns until written."""
+    """The postings a bulk transaction adds, kept as columns until written.
+    Each field's terms are numbered as its batches come (in the order they
+    first appear), during the replay rather than in the write at its end."""
 
     def __init__(self, cut: int) -> None:
         self.cut = cut
-        self.parts: list[list[tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = [
-            [] for _ in FIELDS]
+        self.parts: list[list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in FIELDS]
+        self.numbers: list[defaultdict[str, int]] = [defaultdict(count().__next__) for _ in FIELDS]
         self.records: list[list[tuple[int, FieldEntry]]] = [[] for _ in FIELDS]
         self.excluded: set[int] = set()
 
@@ -68,7 +70,7 @@ class ColumnLists:
 
     def _add(self, f: int, docnos: np.ndarray, batch: GatheredField) -> None:
         if batch.ids:
-            self.parts[f].append(_batch_part(batch, docnos))
+            self.parts[f].append(_batch_part(batch, docnos, self.numbers[f]))
 
     def add(self, field: int, docno: int, entry: FieldEntry) -> None:
         """Add a whole record's field (one merged besides the batches)."""
@@ -81,38 +83,37 @@ class ColumnLists:
 
     def column(self, f: int) -> _Column:
         """Field ``f``'s postings in list order: by term (as its UTF-8 bytes sort), then docno."""
-        parts = list(self.parts[f])
+        parts, numbers = list(self.parts[f]), self.numbers[f]
         if parts and self.excluded:
             gone = np.fromiter(self.excluded, dtype=np.uint64, count=len(self.excluded))
             kept = []
-            for terms, ids, docnos, tfs, lengths in parts:
+            for ids, docnos, tfs, lengths in parts:
                 keep = ~np.isin(docnos, gone)
                 if keep.any():
-                    kept.append((terms, ids[keep], docnos[keep], tfs[keep], lengths[keep]))
+                    kept.append((ids[keep], docnos[keep], tfs[keep], lengths[keep]))
             parts = kept
         if self.records[f]:
             docs = sorted(self.records[f], key=lambda de: de[0])
             parts.append(_batch_part(gathered_field([e for _, e in docs]),
-                                     np.array([d for d, _ in docs], dtype=np.uint64)))
+                                     np.array([d for d, _ in docs], dtype=np.uint64), numbers))
             # parts in docno order (records are mostly the last transaction's pending
             # ones, before every batch): the docnos ascend, list_order's fast case
-            parts.sort(key=lambda part: int(part[2][0]))
+            parts.sort(key=lambda part: int(part[1][0]))
         if not parts:
             empty = np.zeros(0, dtype=np.uint64)
             return _Column([], empty, empty, empty.astype(np.uint8), empty.astype(np.uint32))
-        numbers: defaultdict[str, int] = defaultdict(count().__next__)
-        ids = np.concatenate([np.array(list(map(numbers.__getitem__, terms)), dtype=np.uint32)[local]
-                              for terms, local, _, _, _ in parts])
-        docnos, tfs, lengths = (np.concatenate([p[i] for p in parts]) for i in (2, 3, 4))
-        terms = list(numbers)
-        by_rank = sorted(terms)
+        ids, docnos, tfs, lengths = (np.concatenate([p[i] for p in parts]) for i in range(4))
+        terms = list(numbers)           # every term numbered, some perhaps with no posting left
+        by_rank = sorted(range(len(terms)), key=terms.__getitem__)
         rank = np.empty(len(terms), dtype=np.uint32)
-        rank[sorted(range(len(terms)), key=terms.__getitem__)] = np.arange(len(terms), dtype=np.uint32)
+        rank[by_rank] = np.arange(len(terms), dtype=np.uint32)
         ranks = rank[ids]
         order = list_order(ranks, docnos, len(terms))
-        ranks, docnos, tfs, lengths = ranks[order], docnos[order], tfs[order], lengths[order]
-        firsts = np.flatnonzero(np.concatenate(([True], ranks[1:] != ranks[:-1])))
-        return _Column([by_rank[r] for r in ranks[firsts].tolist()], firsts, docnos, tfs, lengths)
+        docnos, tfs, lengths = docnos[order], tfs[order], lengths[order]
+        sizes = np.bincount(ranks, minlength=len(terms))      # each list's postings, by rank
+        used = np.flatnonzero(sizes)
+        firsts = (np.cumsum(sizes) - sizes)[used]
+        return _Column([terms[by_rank[r]] for r in used.tolist()], firsts, docnos, tfs, lengths)
 
     def put(self, tx: Tx) -> None:
         """Write every list: appended chunk by chunk into an empty ``postings``;
@@ -151,12 +152,14 @@ def list_order(ranks: np.ndarray, docnos: np.ndarray, terms: int) -> np.ndarray:
     return np.lexsort((docnos, ranks))
 
 
-def _batch_part(batch: GatheredField, docnos: np.ndarray
-                ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A gathered batch of ``docnos`` as a part: (terms, each posting's term
-    number, docno, tf, document length)."""
+def _batch_part(batch: GatheredField, docnos: np.ndarray, numbers: defaultdict[str, int]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A gathered batch of ``docnos`` as a part: (each posting's term number
+    in ``numbers``, which it extends, docno, tf, document length)."""
     counts = np.frombuffer(batch.counts, dtype=np.uint32)
-    return (batch.terms, np.frombuffer(batch.ids, dtype=np.uint32), np.repeat(docnos, counts),
+    local = np.frombuffer(batch.ids, dtype=np.uint32)
+    ids = np.array(list(map(numbers.__getitem__, batch.terms)), dtype=np.uint32)[local]
+    return (ids, np.repeat(docnos, counts),
             np.frombuffer(batch.tfs, dtype=np.uint8), np.repeat(np.frombuffer(batch.lengths, dtype=np.uint32), counts))
 
 
@@ -227,7 +230,8 @@ def _chunks(field: int, col: _Column, cut: int) -> list[tuple[bytes, bytes]]:
     ones = np.maximum.reduceat(col.tfs, starts) <= 1
     wide = np.maximum.reduceat(col.lengths, starts) > 255
     heads = width | np.where(ones, 0, 4).astype(np.uint8) | np.where(wide, 8, 0).astype(np.uint8)
-    gap_bytes = {int(w): gaps.astype(_GAP_TYPES[w]).tobytes() for w in np.unique(width).tolist()}
+    used = np.flatnonzero(np.bincount(width)).tolist()    # (np.unique would load numpy.ma: ~25 ms)
+    gap_bytes = {w: gaps.astype(_GAP_TYPES[w]).tobytes() for w in used}
     tf_bytes = col.tfs.tobytes()
     narrow, broad = col.lengths.astype("<u1").tobytes(), col.lengths.astype("<u2").tobytes()
     list_of = np.cumsum(first)[starts] - 1

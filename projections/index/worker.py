@@ -8,10 +8,14 @@ batch with what :func:`~.gather.gather` makes of it, a length-prefixed
 pickle, in the same order.  The batches are added to one
 :class:`~.columns.ColumnLists` as they come back, in docno order.
 
-When the second process has more than ``backlog`` batches waiting, the
-replay gathers the next batch itself, so that neither process waits long
-for the other.  Two threads move the bytes (the pipes would otherwise make
-either process wait for the other).  What a batch gathers is a function of
+The process is started once a quarter of the first batch is written, so
+that its start-up overlaps the filling.  When it has more than ``backlog``
+batches waiting, the replay gathers the next batch itself, so that neither
+process waits long for the other; at the end the replay gathers, last
+first, the batches it has not reached, rather than wait idle for them
+(:meth:`Builder.lists`).  Two threads move the bytes, through pipes that
+hold several frames (the pipes would otherwise make either process wait
+for the other).  What a batch gathers is a function of
 its messages alone, so where it was gathered changes no byte, and a failure
 of the second process (none started, one that died or hangs, garbage or
 short output) only means gathering here: a frame that is too long or cut
@@ -25,6 +29,7 @@ stops it), and the end of its input ends it should the replay die.
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import hashlib
 import os
@@ -55,6 +60,14 @@ if TYPE_CHECKING:
 Done = tuple[list[tuple[int, Message]], list[int], list[tuple[array, list[tuple[bytes, ...]]]]]
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = ("records.py", "gather.py", "layout.py")
+# The second process's program.  It loads the modules serve needs and not the
+# package's __init__, which loads the live write path too (a fifth of its
+# start-up): the package stands in as a bare module with its path.
+PROGRAM = ("import sys, types, projections; "
+           "index = sys.modules['projections.index'] = types.ModuleType('projections.index'); "
+           "index.__path__ = [projections.__path__[0] + '/index']; "
+           "from projections.index.worker import serve; serve()")
+PIPE_SIZE = 1 << 20     # bytes each pipe to and from the second process holds (Linux's unprivileged limit)
 
 
 def _source_fingerprint() -> str:
@@ -115,22 +128,25 @@ class Worker:
         root = os.path.dirname(os.path.dirname(_HERE))
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-c", "from projections.index.worker import serve; serve()", FINGERPRINT],
+                [sys.executable, "-c", PROGRAM, FINGERPRINT],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root, start_new_session=True)
         except (OSError, ValueError, TypeError):
             return None
+        for pipe in (proc.stdin, proc.stdout):
+            _widen(pipe)
         return cls(proc, frame_max)
 
     def send(self, frame: bytes) -> None:
         self.outbox.put(frame)
         self.sent += 1
 
-    def wait(self, timeout: float) -> bool:
-        """Whether every frame sent came back (waiting up to ``timeout`` seconds)."""
-        reading = self.threads[1]
+    def wait(self, timeout: float, upto: int | None = None) -> bool:
+        """Whether the first ``upto`` frames sent (all by default) came back
+        (waiting up to ``timeout`` seconds)."""
+        reading, upto = self.threads[1], self.sent if upto is None else upto
         with self.arrived:
-            self.arrived.wait_for(lambda: len(self.frames) >= self.sent or not reading.is_alive(), timeout)
-            return len(self.frames) == self.sent
+            self.arrived.wait_for(lambda: len(self.frames) >= upto or not reading.is_alive(), timeout)
+            return len(self.frames) >= upto
 
     def again(self) -> bool:
         """Start a new round, if the process answered every frame of this one
@@ -200,16 +216,28 @@ class Builder:
         self._round()
 
     def _round(self) -> None:
-        from .columns import ColumnLists  # here: numpy is loaded by a replay, never by the second process
         self.batches: list[list[tuple[int, Message]]] = [[]]
-        self.here: dict[int, Gathered] = {}  # batch index → gathered here (not sent)
+        self.here: dict[int, Gathered] = {}  # batch index → gathered here (not sent, or taken back)
         self.sent: list[int] = []            # indexes of the batches sent, in order
-        self.added = ColumnLists(self.config.cut)
+        self._added: ColumnLists | None = None
         self.done: list[Done] = []
+
+    @property
+    def added(self) -> ColumnLists:
+        """The lists of the batches taken so far; made at the first (numpy,
+        which they need, is loaded then: after the second process is started,
+        whose start-up then overlaps the ~50 ms of loading it)."""
+        if self._added is None:
+            from .columns import ColumnLists  # never loaded by the second process
+            self._added = ColumnLists(self.config.cut)
+        return self._added
 
     def add_many(self, written: list[tuple[int, Message]]) -> None:
         """Add written messages (in docno order) to the batches; each batch
         filled goes to the second process (or is gathered here)."""
+        if (not self.started and 4 * (len(self.batches[-1]) + len(written)) >= self.config.build_batch
+                and self._second_process()):
+            self._start()           # a quarter of a batch in: its start-up overlaps the rest of the filling
         size, at = self.config.build_batch, 0
         while at < len(written):
             batch = self.batches[-1]
@@ -220,8 +248,6 @@ class Builder:
                 self._hand_over(batch)
 
     def _hand_over(self, batch: list[tuple[int, Message]]) -> None:
-        if not self.started and self._second_process():
-            self._start()
         items = items_of(batch)
         worker = self.worker
         if worker is not None and len(self.sent) - len(worker.frames) <= self.config.backlog:
@@ -257,6 +283,25 @@ class Builder:
             self.done.append((batch, gathered.docnos,
                               [(f.lengths, f.exact) for f in gathered.fields]))
 
+    def _take_back(self, worker: Worker) -> int:
+        """Gather here, last first, sent batches the second process has not
+        answered, while it works through the first ones (else this process
+        would wait for it, idle); returns how many of its answers are still
+        wanted.  (It still works on those taken back: it is stopped after.)
+        The last, short batch (never sent) is gathered first."""
+        short = len(self.batches) - 1
+        if self.batches[short]:
+            self.here[short] = gather(items_of(self.batches[short]))
+        upto = worker.sent
+        while upto - len(worker.frames) >= 2:
+            upto -= 1
+            i = self.sent[upto]
+            self.here[i] = gather(items_of(self.batches[i]))
+        return upto
+
+    def _kept(self) -> bool:
+        return self.hold is not None and self.hold.keep
+
     def _start(self) -> None:
         self.started = True
         self.worker = (self.hold.take() if self.hold is not None else None) or Worker.start(self.config.frame_max)
@@ -272,12 +317,16 @@ class Builder:
         else:
             worker.stop()
 
-    def lists(self) -> tuple[ColumnLists, list[Done]]:
+    def lists(self, last: bool = False) -> tuple[ColumnLists, list[Done]]:
         """Every batch added (the last, short one gathered here): the lists,
         and each batch with its docnos and per-field lengths and whole-text
-        keys.  The builder starts a new round (with the same process)."""
+        keys.  The builder starts a new round (with the same process), unless
+        this is the ``last`` and the process is not kept for another
+        transaction: then the batches it has not answered are shared with it
+        (:meth:`_take_back`) and it is stopped."""
         worker = self.worker
-        if worker is not None and not worker.wait(self.config.join_wait):
+        upto = self._take_back(worker) if worker is not None and last and not self._kept() else None
+        if worker is not None and not worker.wait(self.config.join_wait, upto):
             self.worker = None              # it did not answer in time: what it did not is gathered here
             worker.stop()
         if self.batches[-1]:
@@ -289,6 +338,19 @@ class Builder:
             self.worker = None
         self._round()
         return out
+
+
+def _widen(pipe: IO[bytes] | None) -> None:
+    """Make ``pipe`` hold a few frames (Linux; 64 KB otherwise): a frame
+    (~120 KB) then goes through in one system call, not several, between each
+    of which the thread moving it waits for this process's GIL (up to 5 ms),
+    and the second process for it."""
+    setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if pipe is not None and setsize is not None:
+        try:
+            fcntl.fcntl(pipe.fileno(), setsize, PIPE_SIZE)
+        except OSError:
+            pass                # above the system's limit: the pipe keeps its size
 
 
 def _feed(outbox: queue.SimpleQueue, pipe: IO[bytes]) -> None:
