@@ -75,11 +75,7 @@ def initialize(txn, db, schema_version: int, fingerprint: str) -> None:
 
 
 def io_counters(txn, db) -> dict[str, int]:
-    raw = txn.get(b"io", db=db)
-    found = codec.loads(raw) if raw else {}
-    if not (isinstance(found, dict) and all(type(v) is int for v in found.values())):
-        raise CorruptStoreError("the store's I/O counters are not a map of numbers")
-    return {k: found.get(k, 0) for k in _IO_ORDER}
+    return codec.loads_counts(txn.get(b"io", db=db), _IO_ORDER, "the store's I/O counters")
 
 
 def put_io_counters(txn, db, io: dict[str, int]) -> None:

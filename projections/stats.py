@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from eventstore import codec
-from eventstore.errors import CorruptStoreError
 from eventstore.store import Tx
 
 DB = "stats"
@@ -23,11 +22,7 @@ _ORDER = codec.canonical_order(KEYS)     # the map is kept in this order: writte
 
 
 def read(tx: Tx) -> dict[str, int]:
-    raw = tx.txn.get(b"s", db=tx.db(DB))
-    found = codec.loads(raw) if raw else {}
-    if not (isinstance(found, dict) and all(type(v) is int for v in found.values())):
-        raise CorruptStoreError("the statistics record is not a map of numbers")
-    return {k: found.get(k, 0) for k in _ORDER}
+    return codec.loads_counts(tx.txn.get(b"s", db=tx.db(DB)), _ORDER, "the statistics record")
 
 
 class Counters:

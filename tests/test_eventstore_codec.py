@@ -220,3 +220,23 @@ def test_canonical_order_is_not_the_order_the_keys_are_listed_in():
     listed = dict.fromkeys(KEYS, 1)
     assert codec.dumps_counts(listed) != codec.dumps(listed)
     assert codec.dumps_counts({k: 1 for k in codec.canonical_order(KEYS)}) == codec.dumps(listed)
+
+
+@given(st.data())
+def test_counter_maps_read_back_equal_what_was_written_and_are_copies(data):
+    """``loads_counts`` of bytes this process wrote gives the map they decode
+    to (remembered, not decoded), a fresh copy each time."""
+    from projections.stats import _ORDER
+    counts = {k: data.draw(_COUNTS) for k in _ORDER}
+    raw = codec.dumps_counts(counts)
+    first = codec.loads_counts(raw, _ORDER, "m")
+    assert first == {k: cbor2.loads(raw)[k] for k in _ORDER} == counts and list(first) == list(_ORDER)
+    first["active"] += 1
+    assert codec.loads_counts(raw, _ORDER, "m") == counts
+    assert codec.loads_counts(bytes(raw), _ORDER, "m") == counts
+
+
+def test_a_counter_map_that_is_not_one_is_corrupt_even_after_maps_were_remembered():
+    codec.dumps_counts({"a": 1})
+    with pytest.raises(CorruptStoreError, match="the statistics record is not a map of numbers"):
+        codec.loads_counts(cbor2.dumps({"a": "x"}), ("a",), "the statistics record")
