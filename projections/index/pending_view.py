@@ -76,9 +76,14 @@ class PendingView:
         return self._n
 
     def _upto(self, found: list[int] | None) -> list[int]:
+        """The indexes of ``found`` within this view, as a list of their own
+        (another thread may be appending to ``found`` for a newer snapshot)."""
         if not found:
             return []
-        return found if found[-1] < self._n else found[:bisect_left(found, self._n)]
+        k = len(found)
+        if found[k - 1] >= self._n:
+            k = bisect_left(found, self._n, 0, k)
+        return found[:k]
 
     def df(self, field: int, term: str) -> int:
         """How many pending documents hold ``term`` in ``field``."""
