@@ -97,8 +97,11 @@ def metadata_size(meta: Metadata) -> int:
     size = _fixed_size(m.tags, m.memory_tier, m.memory_kind, m.importance, type(m.importance).__name__,
                        m.tool_call_id, m.summary) - 2            # less two empty lists
     rels, sources = m.relations, m.source_message_ids
-    size += _header_size(len(rels)) + sum(_RELATION_SIZE + _text_size(t) for t, _ in rels)
-    return size + _header_size(len(sources)) + _ID_SIZE * len(sources)
+    if rels:
+        size += _header_size(len(rels)) + sum(_RELATION_SIZE + _text_size(t) for t, _ in rels)
+    else:
+        size += 1
+    return size + (1 if len(sources) < 24 else _header_size(len(sources))) + _ID_SIZE * len(sources)
 
 
 _ID_SIZE = 17                     # a 16-byte string: one head byte
@@ -210,6 +213,12 @@ def _int(n: int) -> bytes:
     return _head(0, n) if n >= 0 else _head(1, -1 - n)
 
 
+def dumps_int(n: int) -> bytes:
+    """``dumps(n)`` for an int of at most 64 bits (``OverflowError`` past that),
+    composed directly: a read model stores one a message."""
+    return _int(n)
+
+
 def _text(text: str) -> bytes:
     if type(text) is not str:
         raise TypeError("not a str")
@@ -235,14 +244,20 @@ def _metadata_body(meta: Metadata) -> bytes:
     rels, sources = meta.relations, meta.source_message_ids
     if type(meta.importance) is not int:
         raise TypeError("not an int")
-    parts = [_fixed_body(meta.tags, meta.memory_tier, meta.memory_kind, meta.importance, meta.tool_call_id,
-                         meta.summary), _head(4, len(rels))]
+    fixed = _fixed_body(meta.tags, meta.memory_tier, meta.memory_kind, meta.importance, meta.tool_call_id,
+                        meta.summary)
+    if not rels and len(sources) == 1:          # an imported message's: no relation, its source id
+        return fixed + _ONE_SOURCE + to_bytes(sources[0])
+    parts = [fixed, _head(4, len(rels))]
     for rtype, target in rels:
         parts += (b"\x82", _text(rtype), _ID_HEAD, to_bytes(target))
     parts.append(_head(4, len(sources)))
     for source in sources:
         parts += (_ID_HEAD, to_bytes(source))
     return b"".join(parts)
+
+
+_ONE_SOURCE = _HEADS[4][0] + _HEADS[4][1] + _ID_HEAD       # no relations, then a list of one id
 
 
 @lru_cache(maxsize=4096)

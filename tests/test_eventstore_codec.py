@@ -195,3 +195,8 @@ def test_metadata_built_at_once_is_the_dataclass_its_constructor_makes(meta):
     made = built(*astuple(meta))
     assert made == meta and hash(made) == hash(meta) and vars(made) == vars(meta)
     assert [f.name for f in fields(Metadata)] == list(vars(made))
+
+
+@given(st.integers(-(1 << 64), (1 << 64) - 1))
+def test_an_int_composed_directly_has_the_bytes_cbor2_gives_it(n):
+    assert codec.dumps_int(n) == cbor2.dumps(n, canonical=True)

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
+from eventstore import ids
 from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata, metadata, written
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history, messages
@@ -204,6 +205,7 @@ class _Plan:
                 new.append(turn)
             plans.append((len(new) - first, changed))
         self.written += len(new)
+        ids.remember([t.import_id for t in new], [t.import_raw for t in new])   # the codec needs their bytes
         mids = (self.w.new_ids([t.timestamp for t in new]) if self.w is not None
                 else [f"dry-run-{self.written - len(new) + n}" for n in range(len(new))])
         for turn, mid in zip(new, mids):
