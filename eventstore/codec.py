@@ -223,15 +223,23 @@ def _text(text: str) -> bytes:
     if type(text) is not str:
         raise TypeError("not a str")
     data = text.encode("utf-8")
-    return _head(3, len(data)) + data
+    return (_TEXT_HEADS[len(data)] if len(data) < 24 else _head(3, len(data))) + data
+
+
+_TEXT_HEADS = _HEADS[3]
+_UINTS = _HEADS[0]            # the encodings of 0 to 23
 
 
 def _written_body(m: Message) -> bytes:
     mid = to_bytes(m.message_id)
-    meta = m.metadata
-    return b"".join((_WRITTEN_HEAD, _ID_HEAD, mid, _text(m.session_id), _HEADS[0][ROLES.index(m.role)],
-                     _text(m.content), _int(m.timestamp - _id_ms(mid)), _int(m.updated_at - m.timestamp),
-                     _int(m.revision), _NULL if _is_default(meta) else _metadata_body(meta)))
+    meta, ts, upd, rev = m.metadata, m.timestamp, m.updated_at, m.revision
+    if type(ts) is not int or type(upd) is not int or type(rev) is not int:
+        raise TypeError("not an int")
+    late, later = ts - int.from_bytes(mid[:6], "big"), upd - ts      # usually 0, 0 and a revision of 1
+    return b"".join((_WRITTEN_HEAD, _ID_HEAD, mid, _text(m.session_id), _UINTS[ROLES.index(m.role)],
+                     _text(m.content), _UINTS[late] if 0 <= late < 24 else _int(late),
+                     _UINTS[later] if 0 <= later < 24 else _int(later), _UINTS[rev] if 0 <= rev < 24 else _int(rev),
+                     _NULL if _is_default(meta) else _metadata_body(meta)))
 
 
 def _is_default(meta: Metadata) -> bool:
