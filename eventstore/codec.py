@@ -223,10 +223,10 @@ def _text(text: str) -> bytes:
     if type(text) is not str:
         raise TypeError("not a str")
     data = text.encode("utf-8")
-    return (_TEXT_HEADS[len(data)] if len(data) < 24 else _head(3, len(data))) + data
+    return (_TEXT_HEADS[len(data)] if len(data) < len(_TEXT_HEADS) else _head(3, len(data))) + data
 
 
-_TEXT_HEADS = _HEADS[3]
+_TEXT_HEADS = [_head(3, n) for n in range(4096)]      # the heads of texts up to 4 KiB (a message's, usually)
 _UINTS = _HEADS[0]            # the encodings of 0 to 23
 
 
