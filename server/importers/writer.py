@@ -210,6 +210,10 @@ class _Plan:
                 else [f"dry-run-{self.written - len(new) + n}" for n in range(len(new))])
         for turn, mid in zip(new, mids):
             added[turn.session_id][turn.import_id] = mid
+        if not self.held and not any(changed for _, changed in plans) and not any(t.relations for t in new):
+            if self.w is not None:      # the usual run: new turns only, none naming another (what follows does this)
+                self._write([self.writer._written(turn, mid, added) for turn, mid in zip(new, mids)])
+            return
         at, ready, held = 0, [], self.held       # ready: events to append now, in one step
         for count, changed in plans:
             if count == 1 and not changed:      # the usual item: one new turn
