@@ -133,8 +133,11 @@ def metadata_size(meta: Metadata) -> int:
     size = _fixed_size(m.tags, m.memory_tier, m.memory_kind, m.importance, type(m.importance).__name__,
                        m.tool_call_id, m.summary) - 2            # less two empty lists
     rels, sources = m.relations, m.source_message_ids
-    size += _header_size(len(rels)) + sum(_RELATION_SIZE + _text_size(t) for t, _ in rels)
-    return size + _header_size(len(sources)) + _ID_SIZE * len(sources)
+    if rels:
+        size += _header_size(len(rels)) + sum(_RELATION_SIZE + _text_size(t) for t, _ in rels)
+    else:
+        size += 1
+    return size + (1 if len(sources) < 24 else _header_size(len(sources))) + _ID_SIZE * len(sources)
 
 
 _ID_SIZE = 17                     # a 16-byte string: one head byte
@@ -246,19 +249,33 @@ def _int(n: int) -> bytes:
     return _head(0, n) if n >= 0 else _head(1, -1 - n)
 
 
+def dumps_int(n: int) -> bytes:
+    """``dumps(n)`` for an int of at most 64 bits (``OverflowError`` past that),
+    composed directly: a read model stores one a message."""
+    return _int(n)
+
+
 def _text(text: str) -> bytes:
     if type(text) is not str:
         raise TypeError("not a str")
     data = text.encode("utf-8")
-    return _head(3, len(data)) + data
+    return (_TEXT_HEADS[len(data)] if len(data) < len(_TEXT_HEADS) else _head(3, len(data))) + data
+
+
+_TEXT_HEADS = [_head(3, n) for n in range(4096)]      # the heads of texts up to 4 KiB (a message's, usually)
+_UINTS = _HEADS[0]            # the encodings of 0 to 23
 
 
 def _written_body(m: Message) -> bytes:
     mid = to_bytes(m.message_id)
-    meta = m.metadata
-    return b"".join((_WRITTEN_HEAD, _ID_HEAD, mid, _text(m.session_id), _HEADS[0][ROLES.index(m.role)],
-                     _text(m.content), _int(m.timestamp - _id_ms(mid)), _int(m.updated_at - m.timestamp),
-                     _int(m.revision), _NULL if _is_default(meta) else _metadata_body(meta)))
+    meta, ts, upd, rev = m.metadata, m.timestamp, m.updated_at, m.revision
+    if type(ts) is not int or type(upd) is not int or type(rev) is not int:
+        raise TypeError("not an int")
+    late, later = ts - int.from_bytes(mid[:6], "big"), upd - ts      # usually 0, 0 and a revision of 1
+    return b"".join((_WRITTEN_HEAD, _ID_HEAD, mid, _text(m.session_id), _UINTS[ROLES.index(m.role)],
+                     _text(m.content), _UINTS[late] if 0 <= late < 24 else _int(late),
+                     _UINTS[later] if 0 <= later < 24 else _int(later), _UINTS[rev] if 0 <= rev < 24 else _int(rev),
+                     _NULL if _is_default(meta) else _metadata_body(meta)))
 
 
 def _is_default(meta: Metadata) -> bool:
@@ -271,14 +288,20 @@ def _metadata_body(meta: Metadata) -> bytes:
     rels, sources = meta.relations, meta.source_message_ids
     if type(meta.importance) is not int:
         raise TypeError("not an int")
-    parts = [_fixed_body(meta.tags, meta.memory_tier, meta.memory_kind, meta.importance, meta.tool_call_id,
-                         meta.summary), _head(4, len(rels))]
+    fixed = _fixed_body(meta.tags, meta.memory_tier, meta.memory_kind, meta.importance, meta.tool_call_id,
+                        meta.summary)
+    if not rels and len(sources) == 1:          # an imported message's: no relation, its source id
+        return fixed + _ONE_SOURCE + to_bytes(sources[0])
+    parts = [fixed, _head(4, len(rels))]
     for rtype, target in rels:
         parts += (b"\x82", _text(rtype), _ID_HEAD, to_bytes(target))
     parts.append(_head(4, len(sources)))
     for source in sources:
         parts += (_ID_HEAD, to_bytes(source))
     return b"".join(parts)
+
+
+_ONE_SOURCE = _HEADS[4][0] + _HEADS[4][1] + _ID_HEAD       # no relations, then a list of one id
 
 
 @lru_cache(maxsize=4096)

@@ -10,7 +10,6 @@ first (two leading zero bits).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 
 from .errors import DamagedRecordError
@@ -18,8 +17,8 @@ from .errors import DamagedRecordError
 _MAX = (1 << 128) - 1
 _MS, _RANDOM = (1 << 48) - 1, (1 << 80) - 1       # an id's time part, its random part
 _DIGITS = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_CANONICAL = re.compile("[0-7][0-9A-HJKMNP-TV-Z]{25}")     # 26 Crockford digits, ≤ 2**128 - 1
-_AS_INT_DIGITS = str.maketrans(_DIGITS, "0123456789abcdefghijklmnopqrstuv")   # what int(_, 32) reads
+_DIGIT_SET = _DIGITS.encode("ascii")
+_AS_INT_DIGITS = bytes.maketrans(_DIGIT_SET, b"0123456789abcdefghijklmnopqrstuv")   # what int(_, 32) reads
 _PAIRS = [a + b for a in _DIGITS for b in _DIGITS]      # every 10 bits as two digits
 _TRIPLES = [a + b for a in _DIGITS for b in _PAIRS]     # every 15 bits as three digits
 _CACHED = 16384                          # conversions remembered (both ways; dropped when full)
@@ -53,23 +52,59 @@ def next_texts(last: bytes | None, times: Sequence[int], randoms: Iterable[int])
     newest id's bytes (``last`` when none is given); the integers are carried
     from one id to the next."""
     prev = int.from_bytes(last, "big") if last is not None else -1
-    out = []
+    given = []
     for now_ms, randomness in zip(times, randoms):
         candidate = ((now_ms & _MS) << 80) | (randomness & _RANDOM)
         if candidate <= prev:
             candidate = prev + 1
-        if candidate > _MAX:
-            raise OverflowError("id space exhausted")
-        text = _text(candidate)
-        _remember(text, candidate.to_bytes(16, "big"))
-        out.append(text)
+        given.append(candidate)
         prev = candidate
-    return prev.to_bytes(16, "big") if out else last, out
+    if prev > _MAX:
+        raise OverflowError("id space exhausted")
+    if not given:
+        return last, []
+    raws = [n.to_bytes(16, "big") for n in given]
+    texts = _texts(raws) if len(raws) >= _VECTORED else list(map(_text, given))
+    remember(texts, raws)
+    return raws[-1], texts
+
+
+def remember(texts: list[str], raws: list[bytes]) -> None:
+    """Cache the conversions of ids made elsewhere (a text and its 16 bytes,
+    pair by pair), as :func:`to_str` and :func:`to_bytes` cache theirs: an id
+    about to be stored is soon turned into bytes again."""
+    if len(_bytes_of) + len(texts) > _CACHED:
+        _bytes_of.clear()
+        _text_of.clear()
+    _bytes_of.update(zip(texts[-_CACHED:], raws[-_CACHED:]))
+    _text_of.update(zip(raws[-_CACHED:], texts[-_CACHED:]))
+
+
+def _texts(raws: list[bytes]) -> list[str]:
+    """The text of each of ``raws`` (16 id bytes each), the digits of all
+    picked at once (an id's 26 digits: 13 from its high 64 bits, one across
+    the two halves, 12 from its low 64 bits).  numpy is imported here, not
+    with the module: a plain write (one id) must not pay for loading it; only
+    an import's writer gives ids many at once, and in a bulk import the index
+    build loads numpy anyway."""
+    import numpy as np
+    halves = np.frombuffer(b"".join(raws), dtype=">u8").reshape(-1, 2).astype(np.uint64)
+    hi, lo = halves[:, :1], halves[:, 1:]
+    digits = np.empty((len(raws), 26), np.uint64)
+    digits[:, :13] = (hi >> np.arange(61, 0, -5, dtype=np.uint64)) & 31     # digits 0..12: bits 125..65
+    digits[:, 13:14] = ((hi & 1) << 4) | (lo >> 60)
+    digits[:, 14:] = (lo >> np.arange(55, -1, -5, dtype=np.uint64)) & 31    # digits 14..25: bits 59..0
+    text = np.frombuffer(_DIGIT_SET, dtype=np.uint8)[digits].tobytes().decode("ascii")
+    return [text[i:i + 26] for i in range(0, len(text), 26)]
+
+
+_VECTORED = 16                     # ids given at once from which :func:`_texts` is the quicker
 
 
 def is_canonical(text: object) -> bool:
     """True for a 26-character upper-case Crockford ULID (first char ≤ '7')."""
-    return isinstance(text, str) and _CANONICAL.fullmatch(text) is not None
+    return (isinstance(text, str) and len(text) == 26 and "0" <= text[0] <= "7" and text.isascii()
+            and not text.encode("ascii").translate(None, _DIGIT_SET))     # nothing left: every one a digit
 
 
 def to_bytes(text: str) -> bytes:
@@ -78,7 +113,7 @@ def to_bytes(text: str) -> bytes:
     if raw is None:
         if not is_canonical(text):
             raise ValueError("not a canonical ULID")
-        raw = int(text.translate(_AS_INT_DIGITS), 32).to_bytes(16, "big")
+        raw = int(text.encode("ascii").translate(_AS_INT_DIGITS), 32).to_bytes(16, "big")
         _remember(text, raw)
     return raw
 

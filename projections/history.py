@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from eventstore.errors import CorruptStoreError
+from eventstore.events import Message
 from eventstore.ids import to_bytes, to_str
 from eventstore.store import Tx
 
@@ -23,6 +24,12 @@ def _prefix(session_id: str) -> bytes:
 
 def key(session_id: str, message_id: str) -> bytes:
     return _prefix(session_id) + to_bytes(message_id)
+
+
+def keys(session_id: str, written: list[Message]) -> list[tuple[bytes, bytes]]:
+    """``(key(session_id, m.message_id), b"")`` for each of ``written``, as :func:`put_many` takes them."""
+    prefix = _prefix(session_id)
+    return [(prefix + to_bytes(m.message_id), b"") for m in written]
 
 
 def _message_id(k: bytes, prefix: bytes) -> str:

@@ -50,7 +50,7 @@ class State:
 
 def _encode(s: State) -> bytes:
     if s.plain:
-        return codec.dumps(s.docno)
+        return codec.dumps_int(s.docno)
     return codec.dumps([s.docno, s.content_seq, s.session_id, s.role, s.timestamp,
                         s.updated_at, s.revision, codec.metadata_to_list(s.metadata),
                         s.content_bytes, s.log_bytes, s.dead_counted])
@@ -116,12 +116,13 @@ def put(tx: Tx, state: State) -> None:
 def put_written(tx: Tx, message_id: str, docno: int) -> None:
     """The state of a message just written (what :func:`from_written` gives):
     its document number alone."""
-    tx.put_last(DB, to_bytes(message_id), codec.dumps(docno))     # a new message has the greatest id
+    tx.put_last(DB, to_bytes(message_id), codec.dumps_int(docno))     # a new message has the greatest id
 
 
 def put_written_many(tx: Tx, written: list[tuple[int, Message]]) -> None:
     """:func:`put_written` for each ``(docno, message)`` in turn."""
-    tx.put_many_last(DB, [(to_bytes(m.message_id), codec.dumps(docno)) for docno, m in written])
+    dumps_int = codec.dumps_int
+    tx.put_many_last(DB, [(to_bytes(m.message_id), dumps_int(docno)) for docno, m in written])
 
 
 def remove(tx: Tx, message_id: str) -> None:

@@ -28,6 +28,8 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from itertools import groupby
+from operator import attrgetter
 
 import Stemmer
 
@@ -138,14 +140,18 @@ class Projector:
             raise TypeError("the transaction's state was not begun by this projector")
         messages.put_written_many(tx, run)
         opened, hist = state.sessions, []
-        for _, msg in run:
-            hist.append((history.key(msg.session_id, msg.message_id), b""))
-            if not sessions.added_newest(opened, msg.session_id, msg.message_id, msg.timestamp,
-                                         msg.metadata.memory_kind):
-                history.put_many(tx, hist)     # what history lists when this message is counted
-                hist = []
-                sessions.added(tx, opened, msg.session_id, msg.message_id, msg.timestamp,
-                               msg.metadata.memory_kind)
+        for sid, group in groupby([msg for _, msg in run], attrgetter("session_id")):   # a session's run
+            written = list(group)
+            keys = history.keys(sid, written)
+            if sessions.added_newest_many(opened, sid, written):
+                hist += keys
+                continue
+            for key, msg in zip(keys, written):
+                hist.append(key)
+                if not sessions.added_newest(opened, sid, msg.message_id, msg.timestamp, msg.metadata.memory_kind):
+                    history.put_many(tx, hist)     # what history lists when this message is counted
+                    hist = []
+                    sessions.added(tx, opened, sid, msg.message_id, msg.timestamp, msg.metadata.memory_kind)
         history.put_many(tx, hist)
         relations.add_many(tx, [msg for _, msg in run if msg.metadata.relations])
         state.index.index_many(tx, run)

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from eventstore import codec
 from eventstore.errors import CorruptStoreError, decoding
-from eventstore.events import KINDS
+from eventstore.events import KINDS, Message
 from eventstore.store import Tx
 
 from . import history, messages
@@ -140,6 +140,27 @@ def added_newest(changes: OpenSessions, session_id: str, message_id: str, timest
     kinds[KINDS.index(kind)] += 1
     opened.entry = SessionEntry(count + 1, kinds, started, timestamp)
     opened.newest = message_id
+    changes.unwritten[session_id.encode("utf-8")] = opened
+    return True
+
+
+def added_newest_many(changes: OpenSessions, session_id: str, written: list[Message]) -> bool:
+    """:func:`added_newest` for each of ``written`` (messages of the session)
+    in turn, when it does all of them (each newer than the one before it);
+    else False, changing nothing."""
+    opened = changes.opened.get(session_id)
+    if opened is None or opened.newest is None or not opened.entry.message_count:
+        return False
+    newest, kinds = opened.newest, opened.entry.kind_counts
+    for msg in written:
+        if not msg.message_id > newest:
+            return False
+        newest = msg.message_id
+    for msg in written:
+        kinds[KINDS.index(msg.metadata.memory_kind)] += 1
+    count, _, started, _ = opened.entry
+    opened.entry = SessionEntry(count + len(written), kinds, started, written[-1].timestamp)
+    opened.newest = newest
     changes.unwritten[session_id.encode("utf-8")] = opened
     return True
 

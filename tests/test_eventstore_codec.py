@@ -240,3 +240,8 @@ def test_a_counter_map_that_is_not_one_is_corrupt_even_after_maps_were_remembere
     codec.dumps_counts({"a": 1})
     with pytest.raises(CorruptStoreError, match="the statistics record is not a map of numbers"):
         codec.loads_counts(cbor2.dumps({"a": "x"}), ("a",), "the statistics record")
+
+
+@given(st.integers(-(1 << 64), (1 << 64) - 1))
+def test_an_int_composed_directly_has_the_bytes_cbor2_gives_it(n):
+    assert codec.dumps_int(n) == cbor2.dumps(n, canonical=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given
 from hypothesis import strategies as st
 from ulid import ULID
@@ -23,3 +25,23 @@ def test_key_bytes_convert_to_the_same_text_as_python_ulid(n):
 def test_the_text_of_python_ulid_converts_back_to_the_same_key_bytes(n):
     text = str(ULID.from_int(n))
     assert ids.to_bytes(text) == bytes(ULID.from_str(text)) == n.to_bytes(16, "big")
+
+
+@given(st.lists(id_ints, min_size=1, max_size=3 * ids._VECTORED))
+def test_ids_given_many_at_once_have_the_text_of_python_ulid(values):
+    """Past ``_VECTORED`` ids the digits are picked for all at once: the same text."""
+    values = sorted(set(values))
+    newest, texts = ids.next_texts(None, [v >> 80 for v in values], [v for v in values])
+    assert texts == [str(ULID.from_int(v)) for v in values]
+    assert newest == values[-1].to_bytes(16, "big")
+    assert [ids.to_bytes(t) for t in texts] == [v.to_bytes(16, "big") for v in values]
+
+
+_CANONICAL = re.compile("[0-7][0-9A-HJKMNP-TV-Z]{25}")      # what a canonical id is, as a pattern
+
+
+@given(st.one_of(st.text(alphabet="0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabz\n é", min_size=24, max_size=27),
+                 id_ints.map(lambda n: str(ULID.from_int(n))),
+                 id_ints.map(lambda n: str(ULID.from_int(n))[:-1] + "\n")))
+def test_a_canonical_id_is_what_the_pattern_says(text):
+    assert ids.is_canonical(text) == (_CANONICAL.fullmatch(text) is not None)

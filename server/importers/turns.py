@@ -58,6 +58,7 @@ class Turn:
     relations: tuple[tuple[str, str], ...] = ()     # (type, import key in the same session)
     updatable: bool = False       # the source's turn may change (a memory entity): a re-import updates it
     import_id: str = field(init=False, default="")
+    import_raw: bytes = field(init=False, default=b"", repr=False, compare=False)   # its 16 bytes
 
     def __post_init__(self) -> None:
         if self.role not in ROLES or self.kind not in KINDS:
@@ -74,14 +75,20 @@ class Turn:
             self.tool_call_id = cut(self.tool_call_id, 256)
         if self.tags:
             self.tags = _tags(tuple(self.tags))
-        self.import_id = import_id(self.session_id, self.key)
+        self.import_raw = _import_raw(self.session_id, self.key)
+        self.import_id = to_str(self.import_raw)
 
 
 def import_id(session_id: str, key: str) -> str:
     """The name-based id of the source turn ``key`` of ``session_id``: a ULID
     with a zero time part and 80 bits of BLAKE2b of the session and the key."""
+    return to_str(_import_raw(session_id, key))
+
+
+def _import_raw(session_id: str, key: str) -> bytes:
+    """The 16 bytes of :func:`import_id`."""
     digest = hashlib.blake2b(f"{session_id}\n{key}".encode("utf-8", "surrogatepass"), digest_size=10).digest()
-    return to_str(bytes(6) + digest)
+    return bytes(6) + digest
 
 
 def cut(text: str, max_bytes: int) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
+from eventstore import ids
 from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata, metadata, written
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history, messages
@@ -204,10 +205,15 @@ class _Plan:
                 new.append(turn)
             plans.append((len(new) - first, changed))
         self.written += len(new)
+        ids.remember([t.import_id for t in new], [t.import_raw for t in new])   # the codec needs their bytes
         mids = (self.w.new_ids([t.timestamp for t in new]) if self.w is not None
                 else [f"dry-run-{self.written - len(new) + n}" for n in range(len(new))])
         for turn, mid in zip(new, mids):
             added[turn.session_id][turn.import_id] = mid
+        if not self.held and not any(changed for _, changed in plans) and not any(t.relations for t in new):
+            if self.w is not None:      # the usual run: new turns only, none naming another (what follows does this)
+                self._write([self.writer._written(turn, mid, added) for turn, mid in zip(new, mids)])
+            return
         at, ready, held = 0, [], self.held       # ready: events to append now, in one step
         for count, changed in plans:
             if count == 1 and not changed:      # the usual item: one new turn
