@@ -148,7 +148,7 @@ class Projector:
                 continue
             for key, msg in zip(keys, written):
                 hist.append(key)
-                if not sessions.added_newest(opened, sid, msg.message_id, msg.timestamp, msg.metadata.memory_kind):
+                if not sessions.added_newest_many(opened, sid, [msg]):
                     history.put_many(tx, hist)     # what history lists when this message is counted
                     hist = []
                     sessions.added(tx, opened, sid, msg.message_id, msg.timestamp, msg.metadata.memory_kind)

@@ -127,27 +127,11 @@ def _store(tx: Tx, changes: OpenSessions, session_id: str, opened: _Open, old_co
     changes.unwritten[key] = opened
 
 
-def added_newest(changes: OpenSessions, session_id: str, message_id: str, timestamp: int, kind: str) -> bool:
-    """What :func:`added` does when the message is newer than the newest this
-    transaction knows of its session (only the count and the end move);
-    False, changing nothing, when it is not that case."""
-    opened = changes.opened.get(session_id)
-    if opened is None or opened.newest is None or not message_id > opened.newest:
-        return False
-    count, kinds, started, _ = opened.entry
-    if not count:
-        return False
-    kinds[KINDS.index(kind)] += 1
-    opened.entry = SessionEntry(count + 1, kinds, started, timestamp)
-    opened.newest = message_id
-    changes.unwritten[session_id.encode("utf-8")] = opened
-    return True
-
-
 def added_newest_many(changes: OpenSessions, session_id: str, written: list[Message]) -> bool:
-    """:func:`added_newest` for each of ``written`` (messages of the session)
-    in turn, when it does all of them (each newer than the one before it);
-    else False, changing nothing."""
+    """What :func:`added` does for each of ``written`` (messages of the
+    session) in turn, when each is newer than the newest this transaction
+    knows of its session (only the count and the end move); else False,
+    changing nothing."""
     opened = changes.opened.get(session_id)
     if opened is None or opened.newest is None or not opened.entry.message_count:
         return False
