@@ -18,6 +18,7 @@ import dataclasses
 import heapq
 import threading
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -296,7 +297,7 @@ class Admit:
     docnos, when it has one, first."""
 
     def __init__(self, passes: Callable[[np.ndarray], np.ndarray] | None, allowed: np.ndarray | None,
-                 done: set[int], checks: bool) -> None:
+                 done: AbstractSet[int], checks: bool) -> None:
         self._passes = passes if checks else None
         self._allowed = allowed
         self._allowed_mask: np.ndarray | None = None

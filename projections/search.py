@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -195,12 +196,12 @@ def _docno_bound(tx: Tx, pend: PendingView) -> int:
 
 
 def _score_pending(wholes: list[bytes], lists: list[QueryList], pend: PendingView, fl: FacetFilter,
-                   acc: Sums) -> set[int]:
+                   acc: Sums) -> AbstractSet[int]:
     """Whole scores of the pending documents that pass; returns their docnos.
     ``wholes`` are the query's whole-text keys, one per field."""
-    sums: list[dict[int, float]] = [{} for _ in range(_NF)]
     if not pend:
-        return set()
+        return frozenset()
+    sums: list[dict[int, float]] = [{} for _ in range(_NF)]
     done = pend.passing(*fl.pending_conditions())
     for lst in lists:              # each document's sum adds its lists in order, then its whole match
         c, d = lst.factor()
@@ -245,7 +246,7 @@ def _read(lst: QueryList, acc: Sums, trace: Trace, only: np.ndarray | None = Non
     acc.add(lst.field, only[hit], lst.terms(tfs, lengths))
 
 
-def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: set[int],
+def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: AbstractSet[int],
            trace: Trace, prune: bool) -> tuple[np.ndarray, list[QueryList], list[tuple[np.ndarray, int]]]:
     """Read lists whole while an unseen document could still make the top k;
     then complete, list by list from the lists left, the candidates that

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
+from collections.abc import Set as AbstractSet
 
 from eventstore.transaction import Tx, WriteTx
 
 from .docs import DOC_TIME, raw_doc
-from .layout import PENDING, docno_of
+from .layout import PENDING, docno_key, docno_of
 from .records import Pending, parsed
 
 
@@ -44,7 +45,12 @@ class _Epoch:
         self.exact: dict[bytes, list[int]] = {}             # whole-text key → indexes
         self.facets: dict[bytes, list[int]] = {}            # facet key → indexes
         self.times: list[int | None] = []                   # each one's timestamp (None: no docs row)
-        self.last_key = b""
+
+    def read(self, tx: Tx, cur, found: bool) -> None:
+        """Add the records from the cursor's place on (``found``: it is on one)."""
+        while found:
+            self.add(tx, bytes(cur.key()), bytes(cur.value()))
+            found = cur.next()
 
     def add(self, tx: Tx, key: bytes, raw: bytes) -> None:
         p = parsed(docno_of(key), raw)
@@ -60,7 +66,6 @@ class _Epoch:
             self.exact.setdefault(k, []).append(i)
         for k in p.facets:
             self.facets.setdefault(k, []).append(i)
-        self.last_key = key
 
 
 class PendingView:
@@ -116,12 +121,12 @@ class PendingView:
             self._docnos = frozenset(p.docno for p in self.records)
         return self._docnos
 
-    def passing(self, conditions: list[frozenset[bytes]], window: tuple[int, int] | None) -> set[int]:
+    def passing(self, conditions: list[frozenset[bytes]], window: tuple[int, int] | None) -> AbstractSet[int]:
         """The docnos of the documents that have, for each of ``conditions``,
         one of its facet keys, and a timestamp in ``window`` (first allowed,
         first past) when one is given."""
         if not conditions and window is None:
-            return set(self.docnos())
+            return self.docnos()
         chosen: set[int] | None = None
         for keys in conditions:
             found: set[int] = set()
@@ -147,22 +152,18 @@ def pending_view(tx: Tx, stats: dict[str, int]) -> PendingView:
     handle = tx.db(PENDING)
     n = tx.txn.stat(handle)["entries"]
     with tx.txn.cursor(db=handle) as cur:
-        first = bytes(cur.key()) if cur.first() else b""
         if isinstance(tx, WriteTx):
             return _whole(tx, cur, (), None)
+        first = bytes(cur.key()) if cur.first() else b""
         last = docno_of(cur.key()) if cur.last() else -1
         key = (first, stats["updates"], stats["deleted"])
         with _LOCK:
             epoch = _current
             if epoch is None or epoch.key != key or epoch.dbs is not tx.dbs:
                 epoch = _Epoch(key, tx.dbs)
-            if len(epoch.records) < n:
-                found = cur.set_range(epoch.last_key) if epoch.records else cur.first()
-                if found and epoch.records and cur.key() == epoch.last_key:
-                    found = cur.next()
-                while found:
-                    epoch.add(tx, bytes(cur.key()), bytes(cur.value()))
-                    found = cur.next()
+            if len(epoch.records) < n:       # those after the epoch's last
+                after = docno_key(epoch.records[-1].docno + 1) if epoch.records else b""
+                epoch.read(tx, cur, cur.set_range(after))
             if n and not (len(epoch.records) >= n and epoch.records[n - 1].docno == last):
                 return _whole(tx, cur, key, tx.dbs)     # not what this snapshot holds: nothing kept
             _current = epoch
@@ -171,8 +172,5 @@ def pending_view(tx: Tx, stats: dict[str, int]) -> PendingView:
 
 def _whole(tx: Tx, cur, key: tuple, dbs: object) -> PendingView:
     epoch = _Epoch(key, dbs)
-    found = cur.first()
-    while found:
-        epoch.add(tx, bytes(cur.key()), bytes(cur.value()))
-        found = cur.next()
+    epoch.read(tx, cur, cur.first())
     return PendingView(epoch, len(epoch.records))
