@@ -76,7 +76,8 @@ __all__ = ["B", "K1", "PARTIAL_CAP", "WEIGHTS", "WHOLE", "Filters", "Hit", "Trac
            "idf", "search"]
 
 ALLOWED_MAX = 10_000                 # largest filter set worth building
-SELECTIVE_WORK = 20_000              # walk against the set when Σ min(df, |set|) ≤ this
+SELECTIVE_WORK = 20_000              # walk against the set when Σ min(df, |set|) ≤ this,
+WALK_SHARE = 4                       # or ≤ 1/WALK_SHARE of the postings the lists hold
 EPS = 2e-6                           # beneath the 6-decimal rounding of reported scores
 _NF = len(FIELDS)
 
@@ -133,7 +134,7 @@ def _evaluate(tx: Tx, query: str, limit: int, trace: Trace, prune: bool, context
     _add_whole_matches(tx, wholes, acc, fl)
     only = fl.allowed_docnos if fl.materialize(ALLOWED_MAX) else None
     admit = Admit(fl.meets, only, done, fl.checks)
-    if only is not None and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
+    if only is not None and _walk(lists, fl.size):
         trace.path = "walk"
         for lst in lists:
             _read(lst, acc, trace, only)
@@ -280,6 +281,16 @@ def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: Abstra
             probe = probe[keep]
             need = np.sort(np.concatenate([probe, need[member(need, pending_done)]])) if done else probe
     return need, order, dropped
+
+
+def _walk(lists: list[QueryList], allowed: int) -> bool:
+    """Whether to read the lists for the ``allowed`` documents only (at most
+    one lookup each per list) rather than by MaxScore.  The top k under a
+    small set can seldom prune: few of the documents in the lists read first
+    pass, so the k-th best stays low and most lists are read whole.  So
+    walk when the lookups are few, or a small share of the postings."""
+    lookups = sum(min(lst.df, allowed) for lst in lists)
+    return lookups <= max(SELECTIVE_WORK, sum(lst.df for lst in lists) // WALK_SHARE)
 
 
 def _could(acc: Sums, docnos: np.ndarray, lists: list[QueryList], theta: float) -> np.ndarray:
