@@ -208,7 +208,7 @@ class FacetFilter:
             return np.ones(len(docnos), bool)
         if self._mask is None and not self._no_time_mask:
             self._asked += len(docnos)
-            facets = [self._facet_keys[name] for name in sorted(self._pending, key=str) if name != "time"]
+            facets = self._checked_facets()
             if "time" not in self._pending:
                 self._mask = (masks.mask(self.tx, facets, self._changes) if self._asked > MASK_AFTER
                               else masks.kept(self.tx, facets, self._changes))
@@ -221,6 +221,19 @@ class FacetFilter:
         for d, raw in zip(todo, raw_docs(self.tx, todo)):
             self._verdicts[d] = raw is not None and self._meets(d, raw)
         return np.fromiter(map(self._verdicts.__getitem__, docnos.tolist()), bool, len(docnos))
+
+    def ready(self) -> bool:
+        """Whether :meth:`meets` is one array step now: nothing to check, or
+        the mask in hand or kept for this snapshot (looked up, not read)."""
+        if not self.checks:
+            return True
+        if self._mask is None and "time" not in self._pending:
+            self._mask = masks.kept(self.tx, self._checked_facets(), self._changes)
+        return self._mask is not None
+
+    def _checked_facets(self) -> list[list[bytes]]:
+        """The facet keys of the conditions checked per document (the time window aside)."""
+        return [self._facet_keys[name] for name in sorted(self._pending, key=str) if name != "time"]
 
     def _time_mask(self, facets: list[list[bytes]]) -> np.ndarray | None:
         """The documents in the time window that meet the facet conditions, as
