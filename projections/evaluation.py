@@ -217,6 +217,11 @@ class Sums:
         sums = self.sums[0]
         return np.zeros(len(docnos)) if sums is None else sums[docnos]
 
+    def values(self, docnos: np.ndarray) -> np.ndarray:
+        """What documents are compared by: the content sums while only the
+        content field has any (the score is their capped value), else scores."""
+        return self.content(docnos) if self.single() else self.scores(docnos)
+
     def kth(self, k: int, admit: Admit | None, among: np.ndarray | None = None) -> float:
         """The k-th best score among the documents summed (or ``among``) that
         pass (``admit``; None: all do) — a lower bound of the final k-th;
@@ -233,7 +238,7 @@ class Sums:
         if not len(docs):
             return 0.0, docs
         single = self.single()
-        values = self.content(docs) if single else self.scores(docs)
+        values = self.values(docs)
         passing, _ = _first_passing(docs, values, k, admit)
         top = docs[np.array(passing[:k], np.int64)]
         if len(passing) < k:
@@ -297,8 +302,10 @@ class Admit:
     docnos, when it has one, first."""
 
     def __init__(self, passes: Callable[[np.ndarray], np.ndarray] | None, allowed: np.ndarray | None,
-                 done: AbstractSet[int], checks: bool) -> None:
+                 done: AbstractSet[int], checks: bool, ready: Callable[[], bool] | None = None) -> None:
+        """``ready``: whether ``passes`` is one array step now (None: never taken to be)."""
         self._passes = passes if checks else None
+        self._ready = ready
         self._allowed = allowed
         self._allowed_mask: np.ndarray | None = None
         self.has_set = allowed is not None
@@ -327,6 +334,13 @@ class Admit:
         if len(self._done):
             ok |= member(docnos, self._done)
         return ok
+
+    def settled(self, docnos: np.ndarray) -> np.ndarray:
+        """Which of ``docnos`` pass, when the checks take one array step now
+        (``ready``); else :meth:`cheap` — the part that does."""
+        if self._passes is not None and (self._ready is None or not self._ready()):
+            return self.cheap(docnos)
+        return self(docnos)
 
     def _in_allowed(self, docnos: np.ndarray, allowed: np.ndarray) -> np.ndarray:
         """Which of ``docnos`` are in the allowed set: by binary search for a

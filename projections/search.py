@@ -76,7 +76,8 @@ __all__ = ["B", "K1", "PARTIAL_CAP", "WEIGHTS", "WHOLE", "Filters", "Hit", "Trac
            "idf", "search"]
 
 ALLOWED_MAX = 10_000                 # largest filter set worth building
-SELECTIVE_WORK = 20_000              # walk against the set when Σ min(df, |set|) ≤ this
+SELECTIVE_WORK = 20_000              # walk against the set when Σ min(df, |set|) ≤ this,
+WALK_SHARE = 4                       # or ≤ 1/WALK_SHARE of the postings the lists hold
 EPS = 2e-6                           # beneath the 6-decimal rounding of reported scores
 _NF = len(FIELDS)
 
@@ -132,8 +133,8 @@ def _evaluate(tx: Tx, query: str, limit: int, trace: Trace, prune: bool, context
     done = _score_pending(wholes, lists, pend, fl, acc)
     _add_whole_matches(tx, wholes, acc, fl)
     only = fl.allowed_docnos if fl.materialize(ALLOWED_MAX) else None
-    admit = Admit(fl.meets, only, done, fl.checks)
-    if only is not None and sum(min(lst.df, fl.size) for lst in lists) <= SELECTIVE_WORK:
+    admit = Admit(fl.meets, only, done, fl.checks, fl.ready)
+    if only is not None and _walk(lists, fl.size):
         trace.path = "walk"
         for lst in lists:
             _read(lst, acc, trace, only)
@@ -260,13 +261,13 @@ def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: Abstra
         lst = order.pop(0)
         _read(lst, acc, trace)
         if lst.df:                     # the k-th best of all: of the best so far and the list's documents
-            added = lst.whole().docnos
+            added = _contenders(acc, top, k, lst.whole().docnos)
             theta, top = acc.kth_top(k, admit, np.concatenate([top[~member(top, added)], added]))
     docs = acc.docs()
     if not order:
         return np.sort(docs), [], []
     need = docs[_could(acc, docs, order, theta)]
-    need = np.sort(need[admit.cheap(need)])
+    need = np.sort(need[admit.settled(need)])      # those that fail need no completing
     pending_done = np.array(sorted(done), np.int64)
     probe = need[~member(need, pending_done)] if done else need
     dropped: list[tuple[np.ndarray, int]] = []
@@ -280,6 +281,27 @@ def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: Abstra
             probe = probe[keep]
             need = np.sort(np.concatenate([probe, need[member(need, pending_done)]])) if done else probe
     return need, order, dropped
+
+
+def _walk(lists: list[QueryList], allowed: int) -> bool:
+    """Whether to read the lists for the ``allowed`` documents only (at most
+    one lookup each per list) rather than by MaxScore.  The top k under a
+    small set can seldom prune: few of the documents in the lists read first
+    pass, so the k-th best stays low and most lists are read whole.  So
+    walk when the lookups are few, or a small share of the postings."""
+    lookups = sum(min(lst.df, allowed) for lst in lists)
+    return lookups <= max(SELECTIVE_WORK, sum(lst.df for lst in lists) // WALK_SHARE)
+
+
+def _contenders(acc: Sums, top: np.ndarray, k: int, added: np.ndarray) -> np.ndarray:
+    """Of the documents of a list just read, those that could join ``top``
+    (the best k so far, all passing): a score below each of theirs cannot —
+    sums only grow, so they still beat it.  One comparison each, before
+    the best of them are sorted out and asked whether they pass."""
+    if len(top) < k or not len(added):
+        return added
+    values = acc.values(added)
+    return added[values >= acc.values(top).min()]
 
 
 def _could(acc: Sums, docnos: np.ndarray, lists: list[QueryList], theta: float) -> np.ndarray:

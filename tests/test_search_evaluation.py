@@ -172,6 +172,7 @@ def test_filtered_pruned_evaluation_gives_exactly_the_exhaustive_top_k(corpus, f
     svc = request.getfixturevalue(corpus)
     if path == "set":
         monkeypatch.setattr(search, "SELECTIVE_WORK", 0)
+        monkeypatch.setattr(search, "WALK_SHARE", 1 << 60)       # never walk: top k against the set
     elif path == "checks":
         monkeypatch.setattr(search, "ALLOWED_MAX", 0)
         monkeypatch.setattr(filters, "MASK_AFTER", 1 << 60)

@@ -15,10 +15,9 @@ import numpy as np
 from eventstore.events import KINDS, ROLES, TIERS
 from eventstore.transaction import Tx
 
-from . import masks
-from .arrays import tail_docnos
+from . import masks, times
 from .docs import DOC_IMPORTANCE, DOC_KIND, DOC_ROLE, DOC_SESSION, DOC_TIER, DOC_TIME, Doc, doc, raw_doc, raw_docs
-from .layout import FACETS, TIMES, docno_key, key_range, time_key
+from .layout import FACETS, docno_key
 from .records import Pending
 
 # a condition's name: the filter's field, or ("tag", the tag)
@@ -77,7 +76,7 @@ class FacetFilter:
         self.size = -1                       # -1: nothing to filter
         self._docs: dict[int, Doc | None] = {}
         self._verdicts: dict[int, bool] = {}
-        self._window_found: list[bytes] | None = None
+        self._window_found: np.ndarray | None = None
         self._mask: np.ndarray | None = None
         self._no_time_mask = False           # the time window is too large to read whole
         self._asked = 0
@@ -107,25 +106,25 @@ class FacetFilter:
             return None
         return after or 0, _NEVER if before is None else before
 
-    def _window_keys(self) -> tuple[bytes, bytes]:
+    def _window_bounds(self) -> tuple[int, int]:
+        """(first timestamp allowed, first one past), as ``times`` bounds."""
         lo, hi = self._window or (0, _NEVER)
-        return time_key(lo, 0), time_key(min(max(hi, lo), _NEVER - 1), 0)
+        return lo, min(max(hi, lo), _NEVER - 1)
 
     def _count_window(self, cap: int) -> int:
         """Documents in the time window, counted up to ``cap``."""
-        keys = self._window_list(cap - 1)
-        return cap if keys is None else len(keys)
+        found = self._window_docnos(cap - 1)
+        return cap if found is None else len(found)
 
-    def _window_list(self, cap: int | None = None) -> list[bytes] | None:
-        """The time window's ``times`` keys in order (read once a search), or
-        None when there are more than ``cap``."""
+    def _window_docnos(self, cap: int | None = None) -> np.ndarray | None:
+        """The time window's docnos in ``times`` order (found once a search,
+        :mod:`.times`), or None when there are more than ``cap``."""
         if self._window_found is None:
-            first, end = self._window_keys()
-            with self.tx.txn.cursor(db=self.tx.db(TIMES)) as cur:
-                keys = key_range(cur, first, end, None if cap is None else cap + 1)
-            if cap is not None and len(keys) > cap:
+            deletes = None if self._changes is None else self._changes[-1:]   # updates leave ``times`` alone
+            found = times.window(self.tx, *self._window_bounds(), deletes, cap)
+            if found is None:
                 return None
-            self._window_found = keys
+            self._window_found = found
         return self._window_found
 
     def _in_window(self, timestamp: int) -> bool:
@@ -168,8 +167,8 @@ class FacetFilter:
         if self.size < 0 or self.size > limit:
             return False
         parts = []
-        if self._best == "time":
-            parts.append(tail_docnos(b"".join(self._window_list() or []), len(time_key(0, 0))))
+        if self._best == "time" and (window := self._window_docnos()) is not None:
+            parts.append(window)
         parts.extend(masks.facet_docnos(self.tx, key) for key in self._keys)
         self.allowed_docnos = masks.distinct(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
         self._pending.discard(self._best)
@@ -209,7 +208,7 @@ class FacetFilter:
             return np.ones(len(docnos), bool)
         if self._mask is None and not self._no_time_mask:
             self._asked += len(docnos)
-            facets = [self._facet_keys[name] for name in sorted(self._pending, key=str) if name != "time"]
+            facets = self._checked_facets()
             if "time" not in self._pending:
                 self._mask = (masks.mask(self.tx, facets, self._changes) if self._asked > MASK_AFTER
                               else masks.kept(self.tx, facets, self._changes))
@@ -223,16 +222,28 @@ class FacetFilter:
             self._verdicts[d] = raw is not None and self._meets(d, raw)
         return np.fromiter(map(self._verdicts.__getitem__, docnos.tolist()), bool, len(docnos))
 
+    def ready(self) -> bool:
+        """Whether :meth:`meets` is one array step now: nothing to check, or
+        the mask in hand or kept for this snapshot (looked up, not read)."""
+        if not self.checks:
+            return True
+        if self._mask is None and "time" not in self._pending:
+            self._mask = masks.kept(self.tx, self._checked_facets(), self._changes)
+        return self._mask is not None
+
+    def _checked_facets(self) -> list[list[bytes]]:
+        """The facet keys of the conditions checked per document (the time window aside)."""
+        return [self._facet_keys[name] for name in sorted(self._pending, key=str) if name != "time"]
+
     def _time_mask(self, facets: list[list[bytes]]) -> np.ndarray | None:
         """The documents in the time window that meet the facet conditions, as
-        a bool array by docno: the window's keys read whole (this search
+        a bool array by docno: the window's documents all found (this search
         only: windows differ from query to query) — unless it holds more than
         ``TIME_MASK_MAX`` documents (then None, and rows are checked)."""
-        keys = self._window_list(TIME_MASK_MAX)
-        if keys is None:
+        inside = self._window_docnos(TIME_MASK_MAX)
+        if inside is None:
             self._no_time_mask = True
             return None
-        inside = tail_docnos(b"".join(keys), len(time_key(0, 0)))
         kept = masks.mask(self.tx, facets, self._changes) if facets else None
         out = np.zeros(max(int(inside.max()) + 1 if len(inside) else 0, 0 if kept is None else len(kept)), bool)
         out[inside] = True
