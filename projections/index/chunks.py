@@ -183,13 +183,9 @@ def _appended(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, leng
         return False
     k = _first_boundary(docnos, cut, bounds) if first is None else first
     if k:
-        if k < len(docnos):
-            cur.put(key, _extended(key, parts, last, docnos[:k], None if tfs is None else tfs[:k], lengths[:k]))
-            cur.putmulti(cut_list(prefix, docnos[k:], None if tfs is None else tfs[k:], lengths[k:], cut, bounds))
-        else:
-            cur.put(key, _extended(key, parts, last, docnos, tfs, lengths))
-    else:
-        cur.putmulti(cut_list(prefix, docnos, tfs, lengths, cut, bounds))
+        cur.put(key, _extended(key, parts, last, docnos[:k], None if tfs is None else tfs[:k], lengths[:k]))
+    if k < len(docnos):
+        cur.putmulti(cut_list(prefix, docnos[k:], None if tfs is None else tfs[k:], lengths[k:], cut, bounds))
     return True
 
 
