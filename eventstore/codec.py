@@ -36,6 +36,7 @@ import cbor2
 from .errors import DECODING_ERRORS, CorruptStoreError
 from .events import ROLES, Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata, metadata, written
 from .ids import to_bytes, to_str
+from .memo import Memo
 
 _SEQ = struct.Struct(">Q")
 _CRC = struct.Struct(">I")
@@ -70,9 +71,7 @@ def dumps_counts(counts: dict[str, int]) -> bytes:
     time, and these maps are written by every write transaction.  The map
     is remembered with its bytes for :func:`loads_counts`."""
     raw = cbor2.dumps(counts)
-    if len(_COUNTS) >= 16:
-        _COUNTS.clear()
-    _COUNTS[raw, tuple(counts)] = dict(counts)
+    _COUNTS.keep((raw, tuple(counts)), dict(counts))
     return raw
 
 
@@ -90,7 +89,7 @@ def loads_counts(raw: bytes | None, order: tuple[str, ...], what: str) -> dict[s
     return {k: found.get(k, 0) for k in order}
 
 
-_COUNTS: dict[tuple[bytes, tuple[str, ...]], dict[str, int]] = {}
+_COUNTS: Memo[tuple[bytes, tuple[str, ...]], dict[str, int]] = Memo(16)
 
 
 def loads(raw: bytes | memoryview) -> object:
@@ -262,8 +261,27 @@ def _text(text: str) -> bytes:
     return (_TEXT_HEADS[len(data)] if len(data) < len(_TEXT_HEADS) else _head(3, len(data))) + data
 
 
+# Pieces of canonical CBOR for read models that compose a value's encoding
+# themselves (a value of fixed shape written by every write): each gives the
+# bytes ``dumps`` gives for the item, and raises for a value of another type.
+dumps_text = _text
+
+
+def dumps_bytes(data: bytes) -> bytes:
+    if type(data) is not bytes:
+        raise TypeError("not bytes")
+    return (_BYTES_HEADS[len(data)] if len(data) < len(_BYTES_HEADS) else _head(2, len(data))) + data
+
+
+def array_head(n: int) -> bytes:
+    """The head of an array of ``n`` items (the items' encodings follow it)."""
+    return _ARRAY_HEADS[n] if n < 24 else _head(4, n)
+
+
 _TEXT_HEADS = [_head(3, n) for n in range(4096)]      # the heads of texts up to 4 KiB (a message's, usually)
 _UINTS = _HEADS[0]            # the encodings of 0 to 23
+_BYTES_HEADS = [_head(2, n) for n in range(256)]
+_ARRAY_HEADS = _HEADS[4]
 
 
 def _written_body(m: Message) -> bytes:

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from eventstore import codec
 from eventstore.errors import CorruptStoreError, decoding
 from eventstore.events import KINDS, Message
+from eventstore.memo import Memo
 from eventstore.store import Tx
 
 from . import history, messages
@@ -41,10 +42,21 @@ class SessionEntry(NamedTuple):
     last_message_at: int | None
 
     def encode(self) -> bytes:
-        return codec.dumps(list(self))
+        """The entry's bytes; it is remembered by them, as the session's next
+        write reads them back (:meth:`decode`)."""
+        raw = codec.dumps(list(self))
+        count, kinds, started, last = self
+        if started is not None and last is not None:
+            _WRITTEN.keep(raw, (count, tuple(kinds), started, last))
+        return raw
 
     @classmethod
     def decode(cls, raw: bytes) -> SessionEntry:
+        """The entry stored as ``raw``: one this process encoded is rebuilt from
+        what it was made of, without decoding (its kind counts a list of its own)."""
+        known = _WRITTEN.get(raw)
+        if known is not None:
+            return cls(known[0], list(known[1]), known[2], known[3])
         value = codec.loads(raw)
         if not (type(value) is list and len(value) == 4):
             raise CorruptStoreError("a session record is not a list of four fields")
@@ -56,6 +68,7 @@ class SessionEntry(NamedTuple):
 
 
 _EMPTY = SessionEntry(0, [0] * len(KINDS), None, None)
+_WRITTEN: Memo[bytes, tuple[int, tuple[int, ...], int, int]] = Memo(4096)     # bytes encoded here → their entry
 
 
 @dataclass(slots=True)

@@ -245,3 +245,10 @@ def test_a_counter_map_that_is_not_one_is_corrupt_even_after_maps_were_remembere
 @given(st.integers(-(1 << 64), (1 << 64) - 1))
 def test_an_int_composed_directly_has_the_bytes_cbor2_gives_it(n):
     assert codec.dumps_int(n) == cbor2.dumps(n, canonical=True)
+
+
+@given(st.text(max_size=300), st.binary(max_size=300), st.integers(0, 40))
+def test_texts_bytes_and_array_heads_composed_directly_have_the_bytes_cbor2_gives_them(text, data, n):
+    assert codec.dumps_text(text) == cbor2.dumps(text, canonical=True)
+    assert codec.dumps_bytes(data) == cbor2.dumps(data, canonical=True)
+    assert codec.array_head(n) + b"".join(map(codec.dumps_int, range(n))) == cbor2.dumps(list(range(n)))

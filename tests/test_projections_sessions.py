@@ -124,3 +124,15 @@ def test_a_long_representative_summary_is_never_shortened(svc):
     text = "word " * 5000
     write(svc, text)
     assert entry(svc, "s")["representative_summary"] == text
+
+
+def test_an_entry_read_back_from_the_bytes_this_process_wrote_is_a_copy_of_its_own():
+    entry = sessions.SessionEntry(3, [1, 0, 2, 0, 0, 0], 1_000, 2_000)
+    raw = entry.encode()
+    first = sessions.SessionEntry.decode(raw)
+    assert first == entry
+    first.kind_counts[0] += 5                   # a write transaction counts in place
+    entry.kind_counts[1] += 7
+    assert sessions.SessionEntry.decode(raw) == (3, [1, 0, 2, 0, 0, 0], 1_000, 2_000)
+    sessions._WRITTEN.clear()                   # decoded from the bytes: the same entry
+    assert sessions.SessionEntry.decode(raw) == (3, [1, 0, 2, 0, 0, 0], 1_000, 2_000)

@@ -131,7 +131,7 @@ def cut_list(prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: l
 
 
 def merge_list(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int],
-               remove: set[int], cut: int, bounds: set[int] | None = None) -> None:
+               remove: set[int], cut: int, bounds: set[int] | None = None, first: int | None = None) -> None:
     """Add (sorted) and remove postings of one list, rewriting only the chunks
     they touch (``cur`` is a cursor on ``postings``).
 
@@ -139,8 +139,9 @@ def merge_list(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, len
     (or the list's first chunk), one earlier when removing (a removed first
     posting may join its chunk to the previous one), and ends with the chunk
     holding the largest; the chunk after it starts at a boundary and stays.
+    ``first``, when known, is the index of the first boundary among ``docnos``.
     """
-    if docnos and not remove and _appended(cur, prefix, docnos, tfs, lengths, cut, bounds):
+    if docnos and not remove and _appended(cur, prefix, docnos, tfs, lengths, cut, bounds, first):
         return
     low = min(docnos[0] if docnos else _MASK64, min(remove, default=_MASK64))
     high = max(docnos[-1] if docnos else 0, max(remove, default=0))
@@ -162,26 +163,25 @@ def merge_list(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, len
 
 
 def _appended(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int], cut: int,
-              bounds: set[int] | None) -> bool:
+              bounds: set[int] | None, first: int | None) -> bool:
     """:func:`merge_list`'s usual case in a live merge — postings all after the
     list's last — done without decoding: the postings before the first
-    boundary among them are spliced onto the last chunk's bytes (see
-    :func:`_extended`), the rest cut into chunks of their own.  False, with
-    nothing written, when some posting is not after the last."""
-    start = prefix + docno_key(docnos[0])
-    found = cur.set_range(start)
+    boundary among them (index ``first``, found when None) are spliced onto the
+    last chunk's bytes (see :func:`_extended`), the rest cut into chunks of
+    their own.  False, with nothing written, when some posting is not after the last."""
+    found = cur.set_range(prefix + docno_key(docnos[0]))
     if found and cur.key().startswith(prefix):
         return False                    # a chunk starts at or after the first posting
     if not ((cur.prev() if found else cur.last()) and cur.key().startswith(prefix)):
         cur.putmulti(cut_list(prefix, docnos, tfs, lengths, cut, bounds))      # a new list
         return True
-    key = cur.key()
-    parts = _parts(key, cur.value())
-    code, gaps = parts[0] & 3, parts[2]
-    last = docno_of(key) + sum(gaps if code == 0 else _unpacked(_GAP_CODES[code], gaps))
+    key, raw = cur.item()
+    parts = _parts(key, raw)
+    gaps = parts[2]
+    last = docno_of(key) + sum(gaps if not parts[0] & 3 else _unpacked(_GAP_CODES[parts[0] & 3], gaps))
     if last >= docnos[0]:
         return False
-    k = _first_boundary(docnos, cut, bounds)
+    k = _first_boundary(docnos, cut, bounds) if first is None else first
     if k:
         cur.put(key, _extended(key, parts, last, docnos[:k], None if tfs is None else tfs[:k], lengths[:k]))
     if k < len(docnos):

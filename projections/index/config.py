@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class IndexConfig:
-    merge_at: int = 1024         # layout: pending records that trigger a merge
+    merge_at: int = 2048         # layout: pending records that trigger a merge
     chunk: int = 128             # layout: one docno in ``chunk`` starts a posting chunk
     bulk_hold: int = 100_000     # records a bulk replay keeps in memory before writing them
     build_batch: int = 512       # written messages a replay hands the second process at a time

@@ -37,15 +37,19 @@ class PostingLists:
         self.tfs: list[dict[str, dict[int, int]]] = [{} for _ in FIELDS]
         self.remove: list[dict[str, set[int]]] = [{} for _ in FIELDS]
         self.bounds: set[int] = set()
+        self.firsts: list[dict[str, int]] = [{} for _ in FIELDS]    # a list's first boundary: its index
 
     def add(self, field: int, docno: int, entry: FieldEntry) -> None:
         names = entry.terms
         if not names:
             return
+        lists = self.docnos[field]
         if boundary(docno, self.cut):
             self.bounds.add(docno)
+            firsts = self.firsts[field]
+            for term in names:
+                firsts.setdefault(term, len(lists[term]))
         self.lengths[field][docno] = entry.length
-        lists = self.docnos[field]
         for term in names:
             lists[term].append(docno)
         note_tfs(self.tfs[field], docno, entry)
@@ -54,24 +58,25 @@ class PostingLists:
         for term in entry.terms:
             self.remove[field].setdefault(term, set()).add(docno)
 
-    def _each(self) -> Iterator[tuple[bytes, list[int], list[int] | None, list[int], set[int]]]:
-        """(key prefix, docnos, tfs, lengths, docnos to remove) of every list
-        touched, in key order (a term's code points sort as its UTF-8 bytes)."""
+    def _each(self) -> Iterator[tuple[bytes, list[int], list[int] | None, list[int], set[int], int]]:
+        """(key prefix, docnos, tfs, lengths, docnos to remove, index of the
+        first boundary among the docnos) of every list touched, in key order
+        (a term's code points sort as its UTF-8 bytes)."""
         for field in range(len(FIELDS)):
-            lists, length_of, remove, tfs = (self.docnos[field], self.lengths[field].__getitem__,
-                                             self.remove[field], self.tfs[field])
+            lists, length_of, remove, tfs, firsts = (self.docnos[field], self.lengths[field].__getitem__,
+                                                     self.remove[field], self.tfs[field], self.firsts[field])
             for term in sorted(lists.keys() | remove.keys()):
                 docnos = lists.get(term, [])
                 extra = tfs.get(term)
                 yield (list_prefix(field, term), docnos,
                        list(map(extra.get, docnos, repeat(1))) if extra else None,
-                       list(map(length_of, docnos)), remove.get(term, set()))
+                       list(map(length_of, docnos)), remove.get(term, set()), firsts.get(term, len(docnos)))
 
     def write(self, tx: Tx) -> None:
         """Merge every list into the chunks stored."""
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
-            for prefix, docnos, tfs, lengths, remove in self._each():
-                merge_list(cur, prefix, docnos, tfs, lengths, remove, self.cut, self.bounds)
+            for prefix, docnos, tfs, lengths, remove, first in self._each():
+                merge_list(cur, prefix, docnos, tfs, lengths, remove, self.cut, self.bounds, first)
 
     def put(self, tx: Tx) -> None:
         """Merge every list into the chunks stored (appended, into an empty ``postings``)."""
@@ -81,7 +86,7 @@ class PostingLists:
         """Write the lists into an empty ``postings``: each cut into its chunks
         at once, every chunk appended in key order (pages filled, no search)."""
         items = []
-        for prefix, docnos, tfs, lengths, _ in self._each():
+        for prefix, docnos, tfs, lengths, _, _ in self._each():
             items.extend(cut_list(prefix, docnos, tfs, lengths, self.cut, self.bounds))
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
             _, added = cur.putmulti(items, append=True)

@@ -14,6 +14,7 @@ transactions.  In a replay (``bulk``) the same work is followed in memory by
 from __future__ import annotations
 
 from eventstore.events import Message
+from eventstore.memo import Memo
 from eventstore.transaction import Tx
 
 from . import docs
@@ -29,8 +30,7 @@ from .worker import WorkerHold
 # is what decoding them would give, without the decoding (~60,000 instructions
 # a record under callgrind, ~5% of a live write's).  Read by merges only, which
 # never change a record; dropped at each merge, or whole when full.
-_ENCODED: dict[bytes, Record] = {}
-_ENCODED_MAX = 4096
+_ENCODED: Memo[bytes, Record] = Memo(4096)
 
 
 class IndexWork:
@@ -57,9 +57,7 @@ class IndexWork:
         count(self.deltas, enumerate(rec.fields), +1)
         handle = tx.db(PENDING)
         raw = rec.encode()
-        if len(_ENCODED) >= _ENCODED_MAX:
-            _ENCODED.clear()
-        _ENCODED[raw] = rec
+        _ENCODED.keep(raw, rec)
         tx.txn.put(docno_key(docno), raw, db=handle)
         if tx.txn.stat(handle)["entries"] >= self.config.merge_at:
             with tx.txn.cursor(db=handle) as cur:
