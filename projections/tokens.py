@@ -244,6 +244,11 @@ def _word_terms(span: str) -> tuple[str, ...]:
 
 
 def _piece_terms(piece: str) -> tuple[str, ...]:
+    word = piece[:-1] if piece[-1] in ",.!?;:" else piece
+    if word.isalpha() and word.isascii() and (word.islower() or word.istitle() or word.isupper()):
+        # the usual piece: one plain word (no hump, separator or apostrophe
+        # inside), perhaps with a stop after it — its one span's stem
+        return (_stem(word.lower()),)
     out: list[str] = []
     for span, is_run in _spans(piece):
         out.extend(term for term, _ in _run(span)) if is_run else out.extend(_word_terms(span))

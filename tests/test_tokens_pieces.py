@@ -100,7 +100,8 @@ PIECES = ["Caroline's", "Melanie\u2019s", "it\u02bcs", "don't", "'quoted'", "ERR
           "ภาษาไทย", "한국어", "ελληνικά", "русский", "٣٤", "१२", "ß", "İstanbul", "ǅ",
           "a" * 70, "word" * 20, "長" * 70, "x_" * 40, ",", "!?", "(paren)", "[1]", "—", "…", "#tag",
           "〇", "๐", "๒๕๖๗", "ปี๒๕๖๗", "໑໒ລາວ", "၁၂မြန်", "១២ខ្មែរ", "๓a", "a๓", "x.๓", "ก-ข", "ー", "ヽヾ", "ㇰ",
-          "東京123abc", "〆切", "々", "가나다", "豈", "\U00020000", "\u0e3f", "\u0e4f"]
+          "東京123abc", "〆切", "々", "가나다", "豈", "\U00020000", "\u0e3f", "\u0e4f",
+          "Caroline,", "you.", "Why?", "ABC!", "A", "a;", "McDonald:", "iPhone.", "AbC,", "x,,", "Ok.", "'s,", "é."]
 SCRIPTS = st.characters(min_codepoint=0x0E00, max_codepoint=0x1800) | st.characters(min_codepoint=0x3000,
                                                                                    max_codepoint=0x3100)
 pieces = st.one_of(st.sampled_from(PIECES), st.sampled_from(WHITESPACE),
