@@ -64,7 +64,7 @@ def next_texts(last: bytes | None, times: Sequence[int], randoms: Iterable[int])
     if not given:
         return last, []
     raws = [n.to_bytes(16, "big") for n in given]
-    texts = _texts(raws) if len(raws) >= _VECTORED else list(map(_text, given))
+    texts = texts_at_once(raws) if len(raws) >= VECTORED else list(map(_text, given))
     remember(texts, raws)
     return raws[-1], texts
 
@@ -80,7 +80,7 @@ def remember(texts: list[str], raws: list[bytes]) -> None:
     _text_of.update(zip(raws[-_CACHED:], texts[-_CACHED:]))
 
 
-def _texts(raws: list[bytes]) -> list[str]:
+def texts_at_once(raws: list[bytes]) -> list[str]:
     """The text of each of ``raws`` (16 id bytes each), the digits of all
     picked at once (an id's 26 digits: 13 from its high 64 bits, one across
     the two halves, 12 from its low 64 bits).  numpy is imported here, not
@@ -98,7 +98,7 @@ def _texts(raws: list[bytes]) -> list[str]:
     return [text[i:i + 26] for i in range(0, len(text), 26)]
 
 
-_VECTORED = 16                     # ids given at once from which :func:`_texts` is the quicker
+VECTORED = 16                     # ids given at once from which :func:`texts_at_once` is the quicker
 
 
 def is_canonical(text: object) -> bool:

@@ -46,6 +46,7 @@ import hashlib
 import re
 import threading
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -58,21 +59,47 @@ MAX_TERM_BYTES = 160
 GRAM_WEIGHT = 0.5
 PART_WEIGHT = 0.5
 
-_UNSEGMENTED = (
-    "\u0e00-\u0eff"            # Thai, Lao
-    "\u1000-\u109f"            # Myanmar
-    "\u1780-\u17ff"            # Khmer
-    "\u3005\u3006\u3007"       # 々 〆 〇
-    "\u3040-\u309f"            # Hiragana
-    "\u30a0-\u30fa\u30fc-\u30ff"  # Katakana (without the middle dot ・)
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
-    "\u31f0-\u31ff"            # Katakana phonetic extensions
-    "\uac00-\ud7af"            # Hangul syllables
+_UNSEGMENTED = (                # (first, last) code point, in order
+    (0x0E00, 0x0EFF),           # Thai, Lao
+    (0x1000, 0x109F),           # Myanmar
+    (0x1780, 0x17FF),           # Khmer
+    (0x3005, 0x3007),           # 々 〆 〇
+    (0x3040, 0x309F),           # Hiragana
+    (0x30A0, 0x30FA), (0x30FC, 0x30FF),     # Katakana (without the middle dot ・)
+    (0x31F0, 0x31FF),           # Katakana phonetic extensions
+    (0x3400, 0x4DBF), (0x4E00, 0x9FFF),     # CJK ideographs
+    (0xAC00, 0xD7AF),           # Hangul syllables
+    (0xF900, 0xFAFF),           # CJK compatibility ideographs
 )
-_WORD = rf"[^\W{_UNSEGMENTED}]+(?:'[^\W{_UNSEGMENTED}]+)*"
-_SPAN = re.compile(rf"(?P<run>(?:\d+)?[{_UNSEGMENTED}]+(?:\d+[{_UNSEGMENTED}]+)*\d*)"
+_FIRSTS = [first for first, _ in _UNSEGMENTED]
+
+
+class _Marks(dict):
+    """The patterns see each character of an unsegmented script as one of two
+    of them: 〇 (U+3007) for a letter, ๐ (U+0E50, Thai zero) for a digit
+    (``\\d``).  Every class of the patterns holds a character as it holds its
+    stand-in, so they match the same spans, and compile at a small part of
+    the cost of classes holding the scripts' tens of thousands of characters
+    (130 million instructions, paid again by each replay's second process).
+    This is the ``str.translate`` table, filled as characters come (the whole
+    table would take 60 million to build), and dropped whole when full."""
+
+    def __missing__(self, code: int) -> str:
+        char, i = chr(code), bisect_right(_FIRSTS, code) - 1
+        if i >= 0 and code <= _UNSEGMENTED[i][1]:
+            char = "\u0e50" if char.isdecimal() else "\u3007"
+        if len(self) >= _CACHED_MARKS:
+            self.clear()
+        self[code] = char
+        return char
+
+
+_MARKS = _Marks()
+_RUN = "\u3007\u0e50"
+_WORD = rf"[^\W{_RUN}]+(?:'[^\W{_RUN}]+)*"
+_SPAN = re.compile(rf"(?P<run>(?:\d+)?[{_RUN}]+(?:\d+[{_RUN}]+)*\d*)"
                     rf"|(?P<word>{_WORD}(?:[._\-/:\\@+#]+{_WORD})*)")
-_UNITS = re.compile(rf"\d+|[{_UNSEGMENTED}]")
+_UNITS = re.compile(rf"\d+|[{_RUN}]")
 _SEPARATORS = re.compile(r"[._\-/:\\@+#]+")
 _COARSE = re.compile(r"[/:\\@+#]+")      # between path, URL and namespace segments
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -82,9 +109,9 @@ _STEMMABLE = re.compile(r"[a-z']+")
 _TRANSLATE = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 _MIDDLE_DOT = re.compile(r"(?<=[\u30a1-\u30fa\u30fc-\u30ff])・(?=[\u30a1-\u30fa\u30fc-\u30ff])")
 _LOCAL = threading.local()              # PyStemmer objects are not thread-safe
-_PIECE_TERMS: dict[str, tuple[str, ...]] = {}   # whitespace-free piece -> its terms
 _CACHED_PIECES = 16384                  # (a few MB) the cache is dropped whole when full
 _CACHED_PIECE_CHARS = 64                # longer pieces are rare: not cached
+_CACHED_MARKS = 65536                   # characters whose stand-in is kept
 
 # The Snowball English stopword list (snowballstem.org), plus can/will/just.
 STOPWORDS = frozenset("""
@@ -177,7 +204,7 @@ def _inner_wholes(span: str) -> Iterator[str]:
 
 
 def _run(span: str) -> Iterator[tuple[str, str]]:
-    units = _UNITS.findall(_KATAKANA_LONG.sub("", span.casefold()))
+    units = _found(_UNITS, _KATAKANA_LONG.sub("", span.casefold()))
     if len(units) == 1:
         yield bounded(units[0]), UNIGRAM
         return
@@ -198,8 +225,16 @@ def _normalized(text: str) -> str:
 
 def _spans(text: str) -> Iterator[tuple[str, bool]]:
     """(span, is an unsegmented run) for each span of ``text`` (normalized)."""
-    for m in _SPAN.finditer(text):
-        yield m.group(), m.lastgroup == "run"
+    if text.isascii():                  # no unsegmented script: nothing stands in
+        return ((m.group(), False) for m in _SPAN.finditer(text))
+    return ((text[m.start():m.end()], m.lastgroup == "run") for m in _SPAN.finditer(text.translate(_MARKS)))
+
+
+def _found(pattern: re.Pattern, text: str) -> list[str]:
+    """``pattern.findall(text)``, each unsegmented character standing in as its mark."""
+    if text.isascii():
+        return pattern.findall(text)
+    return [text[m.start():m.end()] for m in pattern.finditer(text.translate(_MARKS))]
 
 
 @lru_cache(maxsize=65536)
@@ -209,10 +244,33 @@ def _word_terms(span: str) -> tuple[str, ...]:
 
 
 def _piece_terms(piece: str) -> tuple[str, ...]:
+    word = piece[:-1] if piece[-1] in ",.!?;:" else piece
+    if word.isalpha() and word.isascii() and (word.islower() or word.istitle() or word.isupper()):
+        # the usual piece: one plain word (no hump, separator or apostrophe
+        # inside), perhaps with a stop after it — its one span's stem
+        return (_stem(word.lower()),)
     out: list[str] = []
     for span, is_run in _spans(piece):
         out.extend(term for term, _ in _run(span)) if is_run else out.extend(_word_terms(span))
     return tuple(out)
+
+
+class _Pieces(dict):
+    """Whitespace-free piece → its terms.  A piece looked up and not found
+    gets its terms computed (:meth:`__missing__`), so that :func:`terms` finds
+    every piece's in one C loop (``map`` over ``__getitem__``), and a hit — the
+    usual case — runs no Python code at all."""
+
+    def __missing__(self, piece: str) -> tuple[str, ...]:
+        found = _piece_terms(piece)
+        if len(piece) <= _CACHED_PIECE_CHARS:
+            if len(self) >= _CACHED_PIECES:
+                self.clear()
+            self[piece] = found
+        return found
+
+
+_PIECE_TERMS = _Pieces()
 
 
 def terms(text: str) -> list[str]:
@@ -224,16 +282,7 @@ def terms(text: str) -> list[str]:
     lot, and one dictionary lookup is far cheaper than the regular expression.
     """
     out: list[str] = []
-    cache = _PIECE_TERMS
-    for piece in _normalized(text).split():
-        found = cache.get(piece)
-        if found is None:
-            found = _piece_terms(piece)
-            if len(piece) <= _CACHED_PIECE_CHARS:
-                if len(cache) >= _CACHED_PIECES:
-                    cache.clear()
-                cache[piece] = found
-        out += found
+    any(map(out.extend, map(_PIECE_TERMS.__getitem__, _normalized(text).split())))   # (extend gives None)
     return out
 
 

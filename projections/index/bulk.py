@@ -8,16 +8,17 @@ documents) — the same bytes, without re-reading and re-writing chunks every
 
 A written message's postings come gathered with its batch (:mod:`.worker`):
 until they are written the message itself stands in the pending or merged
-dict.  A message needed earlier (an update or delete reached it), or still
-pending at the end, gets its record built here, and its batch's postings are
-left out of the lists.  Each message's statistics are counted once: from its
-batch, or when its record is built.
+dict.  A message needed earlier (an update or delete reached it) gets its
+record built here, one still pending at a write gets it from its batch's
+gathered postings (not tokenized again), and either way its batch's
+postings are left out of the lists.  Each message's statistics are counted
+once: from its batch, or when its record is built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain, repeat
+from itertools import accumulate, chain, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -26,12 +27,13 @@ from eventstore.transaction import Tx
 
 from .config import IndexConfig
 from .docs import doc_value
+from .gather import GatheredField
 from .layout import DOCS, PENDING, TIMES, docno_key, docno_of, time_key
 from .lists import merge_records, put_appending
-from .records import Record, count, count_lengths, facet_keys, record_of
+from .records import FieldEntry, Record, count, count_lengths, facet_keys, record_of
 from .worker import Builder, WorkerHold
 
-Fields = Sequence[tuple[Sequence[int], Sequence[tuple[bytes, ...]]]]   # a batch's lengths and exact keys, per field
+Fields = Sequence[GatheredField]         # a batch's gathered postings, per field
 
 
 class BulkReplay:
@@ -95,9 +97,10 @@ class BulkReplay:
         else:
             where[docno] = rec
 
-    def _built(self, docno: int, msg: Message) -> Record:
-        """Build the record ``msg`` stands in for, put it in its place, and count it."""
-        rec = record_of(msg)
+    def _built(self, docno: int, msg: Message, rec: Record | None = None) -> Record:
+        """Build the record ``msg`` stands in for (unless given), put it in its place, and count it."""
+        if rec is None:
+            rec = record_of(msg)
         count(self.deltas, enumerate(rec.fields), +1)
         where = self.pending if self.pending.get(docno) is msg else self.merged
         where[docno] = rec
@@ -117,14 +120,15 @@ class BulkReplay:
             pre = keyed[i] if i < len(keyed) else _batch_keys(items, docnos, fields)
             live = [merged.get(d) is m for d, m in items]
             if all(live):              # the usual case: its keys were found during the replay
-                for f, (lengths, keys) in enumerate(fields):
-                    count_lengths(self.deltas, f, lengths, keys)
+                for f, field in enumerate(fields):
+                    count_lengths(self.deltas, f, field.lengths, field.exact)
                 exact += pre.exact
                 for key, dks in pre.facets.items():
                     facets.setdefault(key, []).extend(dks)
             else:
                 invalid.update(d for d, ok in zip(docnos, live) if not ok)
                 self._some_live(items, fields, pre.dks, live, exact, facets)
+                self._pending_of(items, fields)
             for (docno, _), ok in zip(items, live):
                 if ok:
                     del merged[docno]
@@ -145,14 +149,30 @@ class BulkReplay:
     def _some_live(self, items: list[tuple[int, Message]], fields: Fields, dks: list[bytes], live: list[bool],
                    exact: list[tuple[bytes, bytes]], facets: dict[tuple[bytes, ...], list[bytes]]) -> None:
         """What a batch some of whose messages changed since adds: its live ones' statistics and keys."""
-        for f, (lengths, keys) in enumerate(fields):
-            lengths = [x for x, ok in zip(lengths, live) if ok]
-            keys = [x if ok else () for x, ok in zip(keys, live)]
+        for f, field in enumerate(fields):
+            lengths = [x for x, ok in zip(field.lengths, live) if ok]
+            keys = [x if ok else () for x, ok in zip(field.exact, live)]
             count_lengths(self.deltas, f, lengths, keys)
             exact.extend((k, dk) for dk, found in zip(dks, keys) for k in found)
         for (_, msg), dk, ok in zip(items, dks, live):
             if ok:
                 facets.setdefault(tuple(facet_keys(msg)), []).append(dk)
+
+    def _pending_of(self, items: list[tuple[int, Message]], fields: Fields) -> None:
+        """The records of a batch's messages still pending, from its gathered
+        postings (what :func:`~.records.record_of` gives, without tokenizing
+        again): the batch's last messages, usually, at the transaction's end."""
+        pending = self.pending
+        at = [j for j, (docno, msg) in enumerate(items) if pending.get(docno) is msg]
+        if not at:
+            return
+        starts = [list(accumulate(field.counts, initial=0)) for field in fields]
+        for j in at:
+            docno, msg = items[j]
+            entries = [FieldEntry(field.lengths[j], tuple(field.terms[i] for i in field.ids[first[j]:first[j + 1]]),
+                                  field.tfs[first[j]:first[j + 1]], field.exact[j])
+                       for field, first in zip(fields, starts)]
+            self._built(docno, msg, Record(entries, facet_keys(msg)))
 
     def _write_rows(self) -> None:
         """The docs rows (and times keys) of the messages written since the last
@@ -192,7 +212,7 @@ def _batch_keys(items: list[tuple[int, Message]], docnos: list[int],
     facets: dict[tuple[bytes, ...], list[bytes]] = {}
     for (_, msg), dk in zip(items, dks):
         facets.setdefault(tuple(facet_keys(msg)), []).append(dk)
-    exact = [(k, dk) for _, keys in fields for dk, found in zip(dks, keys) for k in found]
+    exact = [(k, dk) for field in fields for dk, found in zip(dks, field.exact) for k in found]
     exact.sort(key=itemgetter(0))       # stable (see _write_merged)
     return _Keys(dks, exact, facets)
 

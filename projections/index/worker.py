@@ -40,7 +40,6 @@ import sys
 import threading
 import unicodedata
 import weakref
-from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
@@ -51,13 +50,13 @@ from eventstore.events import Message
 
 from .. import tokens
 from .config import IndexConfig
-from .gather import Gathered, gather, items_of
+from .gather import Gathered, GatheredField, gather, items_of
 
 if TYPE_CHECKING:
     from .columns import ColumnLists
 
-# A batch done: its messages, and per field each document's length and whole-text keys.
-Done = tuple[list[tuple[int, Message]], list[int], list[tuple[array, list[tuple[bytes, ...]]]]]
+# A batch done: its messages, their docnos, and its gathered fields.
+Done = tuple[list[tuple[int, Message]], list[int], list[GatheredField]]
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = ("records.py", "gather.py", "layout.py")
 # The second process's program.  It loads the modules serve needs and not the
@@ -280,8 +279,7 @@ class Builder:
             if not (isinstance(gathered, Gathered) and gathered.fits(batch)):
                 gathered = gather(items_of(batch))
             self.added.add_batch(gathered)
-            self.done.append((batch, gathered.docnos,
-                              [(f.lengths, f.exact) for f in gathered.fields]))
+            self.done.append((batch, gathered.docnos, gathered.fields))
 
     def _take_back(self, worker: Worker) -> int:
         """Gather here, last first, sent batches the second process has not
@@ -319,10 +317,10 @@ class Builder:
 
     def lists(self, last: bool = False) -> tuple[ColumnLists, list[Done]]:
         """Every batch added (the last, short one gathered here): the lists,
-        and each batch with its docnos and per-field lengths and whole-text
-        keys.  The builder starts a new round (with the same process), unless
-        this is the ``last`` and the process is not kept for another
-        transaction: then the batches it has not answered are shared with it
+        and each batch with its docnos and gathered fields.  The builder
+        starts a new round (with the same process), unless this is the
+        ``last`` and the process is not kept for another transaction: then
+        the batches it has not answered are shared with it
         (:meth:`_take_back`) and it is stopped."""
         worker = self.worker
         upto = self._take_back(worker) if worker is not None and last and not self._kept() else None
