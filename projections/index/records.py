@@ -51,14 +51,14 @@ class FieldEntry(NamedTuple):
 
 
 EMPTY = FieldEntry(0, (), b"", ())
-_RECORD_HEAD = codec.array_head(len(FIELDS) + 1)
+_RECORD_HEAD, _ENTRY_HEAD = codec.array_head(len(FIELDS) + 1), codec.array_head(4)
 
 
 def _entry_bytes(e: FieldEntry) -> bytes:
     """The encoding of one field of a record (see :meth:`Record.encode`)."""
     if e is EMPTY:
         return _EMPTY_BYTES
-    return b"".join([b"\x84", codec.dumps_int(e.length), codec.dumps_text("\x00".join(e.terms)),
+    return b"".join([_ENTRY_HEAD, codec.dumps_int(e.length), codec.dumps_text("\x00".join(e.terms)),
                      codec.dumps_bytes(e.tfs), codec.array_head(len(e.exact)), *map(codec.dumps_bytes, e.exact)])
 
 
