@@ -47,7 +47,7 @@ class BulkReplay:
         self.builder = Builder(config, hold)
         self.keyed: list[_Keys] = []                        # the keys of the builder's first batches done
         with tx.txn.cursor(db=tx.db(PENDING)) as cur:
-            self.pending.update((docno_of(k), Record.decode(v)) for k, v in cur)
+            self.pending.update((docno_of(k), Record.loaded(v)) for k, v in cur)
         tx.txn.drop(tx.db(PENDING), delete=False)
 
     def index(self, docno: int, msg: Message) -> None:
@@ -187,7 +187,7 @@ class BulkReplay:
         self._write_rows()
         self._write_merged(last=True)
         with self.tx.txn.cursor(db=self.tx.db(PENDING)) as cur:
-            cur.putmulti(sorted((docno_key(d), r.encode()) for d, r in self.pending.items()
+            cur.putmulti(sorted((docno_key(d), r.stored()) for d, r in self.pending.items()
                                 if isinstance(r, Record)))
         self.pending.clear()
         return self.deltas

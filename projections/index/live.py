@@ -14,7 +14,6 @@ transactions.  In a replay (``bulk``) the same work is followed in memory by
 from __future__ import annotations
 
 from eventstore.events import Message
-from eventstore.memo import Memo
 from eventstore.transaction import Tx
 
 from . import docs
@@ -24,13 +23,6 @@ from .layout import FACETS, FIELDS, PENDING, docno_key, docno_of
 from .lists import add_fields, delete_dups, merge_records, put_dups, remove_fields
 from .records import Record, count, entries_of, facet_keys, record_of, texts_of
 from .worker import WorkerHold
-
-# The records this process put in ``pending``, by their bytes, for the merge
-# that reads them back: a record is a function of its bytes, so one found here
-# is what decoding them would give, without the decoding (~60,000 instructions
-# a record under callgrind, ~5% of a live write's).  Read by merges only, which
-# never change a record; dropped at each merge, or whole when full.
-_ENCODED: Memo[bytes, Record] = Memo(4096)
 
 
 class IndexWork:
@@ -56,14 +48,12 @@ class IndexWork:
         rec = record_of(msg)
         count(self.deltas, enumerate(rec.fields), +1)
         handle = tx.db(PENDING)
-        raw = rec.encode()
-        _ENCODED.keep(raw, rec)
+        raw = rec.stored()
         tx.txn.put(docno_key(docno), raw, db=handle)
         if tx.txn.stat(handle)["entries"] >= self.config.merge_at:
             with tx.txn.cursor(db=handle) as cur:
-                records = [(docno_of(k), _ENCODED.get(v) or Record.decode(v)) for k, v in cur]
+                records = [(docno_of(k), Record.loaded(v)) for k, v in cur]
             tx.txn.drop(handle, delete=False)
-            _ENCODED.clear()
             merge_records(tx, self.config.cut, records)
 
     def index_many(self, tx: Tx, written: list[tuple[int, Message]]) -> None:
