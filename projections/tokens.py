@@ -52,6 +52,8 @@ from functools import lru_cache
 
 import Stemmer
 
+from eventstore.memo import Memo
+
 # Bump when the terms a text gives change: the index fingerprint holds it, and a
 # store indexed by another version is rebuilt when it is opened.
 VERSION = 2
@@ -74,7 +76,7 @@ _UNSEGMENTED = (                # (first, last) code point, in order
 _FIRSTS = [first for first, _ in _UNSEGMENTED]
 
 
-class _Marks(dict):
+class _Marks(Memo[int, str]):
     """The patterns see each character of an unsegmented script as one of two
     of them: 〇 (U+3007) for a letter, ๐ (U+0E50, Thai zero) for a digit
     (``\\d``).  Every class of the patterns holds a character as it holds its
@@ -88,13 +90,10 @@ class _Marks(dict):
         char, i = chr(code), bisect_right(_FIRSTS, code) - 1
         if i >= 0 and code <= _UNSEGMENTED[i][1]:
             char = "\u0e50" if char.isdecimal() else "\u3007"
-        if len(self) >= _CACHED_MARKS:
-            self.clear()
-        self[code] = char
-        return char
+        return self.keep(code, char)
 
 
-_MARKS = _Marks()
+_MARKS = _Marks(65536)                  # characters whose stand-in is kept
 _RUN = "\u3007\u0e50"
 _WORD = rf"[^\W{_RUN}]+(?:'[^\W{_RUN}]+)*"
 _SPAN = re.compile(rf"(?P<run>(?:\d+)?[{_RUN}]+(?:\d+[{_RUN}]+)*\d*)"
@@ -109,9 +108,7 @@ _STEMMABLE = re.compile(r"[a-z']+")
 _TRANSLATE = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 _MIDDLE_DOT = re.compile(r"(?<=[\u30a1-\u30fa\u30fc-\u30ff])・(?=[\u30a1-\u30fa\u30fc-\u30ff])")
 _LOCAL = threading.local()              # PyStemmer objects are not thread-safe
-_CACHED_PIECES = 16384                  # (a few MB) the cache is dropped whole when full
 _CACHED_PIECE_CHARS = 64                # longer pieces are rare: not cached
-_CACHED_MARKS = 65536                   # characters whose stand-in is kept
 
 # The Snowball English stopword list (snowballstem.org), plus can/will/just.
 STOPWORDS = frozenset("""
@@ -255,7 +252,7 @@ def _piece_terms(piece: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-class _Pieces(dict):
+class _Pieces(Memo[str, tuple[str, ...]]):
     """Whitespace-free piece → its terms.  A piece looked up and not found
     gets its terms computed (:meth:`__missing__`), so that :func:`terms` finds
     every piece's in one C loop (``map`` over ``__getitem__``), and a hit — the
@@ -263,14 +260,10 @@ class _Pieces(dict):
 
     def __missing__(self, piece: str) -> tuple[str, ...]:
         found = _piece_terms(piece)
-        if len(piece) <= _CACHED_PIECE_CHARS:
-            if len(self) >= _CACHED_PIECES:
-                self.clear()
-            self[piece] = found
-        return found
+        return self.keep(piece, found) if len(piece) <= _CACHED_PIECE_CHARS else found
 
 
-_PIECE_TERMS = _Pieces()
+_PIECE_TERMS = _Pieces(16384)           # (a few MB) dropped whole when full
 
 
 def terms(text: str) -> list[str]:

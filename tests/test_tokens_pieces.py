@@ -136,15 +136,13 @@ def test_every_character_is_seen_as_the_scripts_classes_see_it(monkeypatch):
     scripts' own classes give (the stand-ins are faithful character by
     character): every one of the BMP, which holds the scripts, and a sample
     of the planes above."""
-    monkeypatch.setattr(tokens, "_MARKS", tokens._Marks())
-    monkeypatch.setattr(tokens, "_CACHED_MARKS", 1000)        # (and a full table starts again)
+    monkeypatch.setattr(tokens, "_MARKS", tokens._Marks(1000))      # (and a full table starts again)
     for c in map(chr, [*range(0x10000), *range(0x10000, sys.maxunicode + 1, 97)]):
         text = f"{c} a{c}1 東{c} {c}'{c}"
         assert list(_spans(text)) == [(m.group(), m.lastgroup == "run") for m in SPAN.finditer(text)]
 
 
 def test_long_pieces_are_not_cached_and_a_full_cache_starts_again(monkeypatch):
-    monkeypatch.setattr(tokens, "_PIECE_TERMS", tokens._Pieces())
-    monkeypatch.setattr(tokens, "_CACHED_PIECES", 3)
+    monkeypatch.setattr(tokens, "_PIECE_TERMS", tokens._Pieces(3))
     assert terms("a" * 65 + " one two three four") == reference_terms("a" * 65 + " one two three four")
     assert list(tokens._PIECE_TERMS) == ["four"]
