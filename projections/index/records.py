@@ -244,7 +244,7 @@ def parsed(docno: int, raw: bytes) -> Pending:
     """The pending record of ``docno`` stored as ``raw`` (cached by its bytes)."""
     found = _PARSED.get(raw)
     if found is None or found.docno != docno:
-        rec = Record.decode(raw)
+        rec = Record.loaded(raw)
         found = Pending(docno, tuple(e.length for e in rec.fields),
                         tuple(dict(e.postings()) for e in rec.fields),
                         frozenset(x for e in rec.fields for x in e.exact), frozenset(rec.facets))
