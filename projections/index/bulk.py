@@ -18,7 +18,7 @@ once: from its batch, or when its record is built.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import accumulate, chain, repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -30,7 +30,7 @@ from .docs import doc_value
 from .gather import GatheredField
 from .layout import DOCS, PENDING, TIMES, docno_key, docno_of, time_key
 from .lists import merge_records, put_appending
-from .records import FieldEntry, Record, count, count_lengths, facet_keys, record_of
+from .records import Record, count, count_lengths, facet_keys, record_of
 from .worker import Builder, WorkerHold
 
 Fields = Sequence[GatheredField]         # a batch's gathered postings, per field
@@ -166,12 +166,9 @@ class BulkReplay:
         at = [j for j, (docno, msg) in enumerate(items) if pending.get(docno) is msg]
         if not at:
             return
-        starts = [list(accumulate(field.counts, initial=0)) for field in fields]
-        for j in at:
+        per_field = [field.entries(at) for field in fields]
+        for j, *entries in zip(at, *per_field):
             docno, msg = items[j]
-            entries = [FieldEntry(field.lengths[j], tuple(field.terms[i] for i in field.ids[first[j]:first[j + 1]]),
-                                  field.tfs[first[j]:first[j + 1]], field.exact[j])
-                       for field, first in zip(fields, starts)]
             self._built(docno, msg, Record(entries, facet_keys(msg)))
 
     def _write_rows(self) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from array import array
 from collections import defaultdict
-from itertools import count
+from itertools import accumulate, count
 from typing import NamedTuple
 
 from eventstore.events import Message
@@ -34,6 +34,13 @@ class GatheredField(NamedTuple):
     tfs: bytes                         # each posting's tf
     lengths: array                     # each document's length
     exact: list[tuple[bytes, ...]]     # each document's whole-text keys
+
+    def entries(self, at: list[int]) -> list[FieldEntry]:
+        """The entries of the documents at ``at`` (their places in the batch):
+        those :func:`gathered_field` was given, back from the columns."""
+        starts = list(accumulate(self.counts, initial=0))
+        return [FieldEntry(self.lengths[j], tuple(self.terms[i] for i in self.ids[starts[j]:starts[j + 1]]),
+                           self.tfs[starts[j]:starts[j + 1]], self.exact[j]) for j in at]
 
 
 class Gathered(NamedTuple):
