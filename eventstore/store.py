@@ -253,10 +253,14 @@ class EventStore:
         finally:
             w.txn = parent
 
-    def maintain(self, fn: Callable[[WriteTx], object], action: str):
-        """Like :meth:`execute`, for maintenance (compaction): not counted as a
-        logical write; ``action`` names the work in error messages."""
-        return self._run(fn, action)
+    def maintain(self, fn: Callable[[WriteTx], object], action: str, *, bulk: bool = False):
+        """Like :meth:`execute`, for maintenance (compaction, a replica applying
+        the stream): not counted as a logical write; ``action`` names the work
+        in error messages.  ``bulk``: as for :meth:`execute` (many events at once)."""
+        if not bulk:
+            return self._run(fn, action)
+        with bulk_work(self._env):
+            return self._run(fn, action, bulk=True)
 
     def _run(self, fn: Callable[[WriteTx], object], action: str, count_io: bool = False, bulk: bool = False):
         """``fn`` in one write transaction, retried after growing a full map;

@@ -159,16 +159,19 @@ class WriteTx(Tx):
         self.appended.append((seq, len(raw)))
         return seq
 
-    def append_many(self, events: Sequence[Event]) -> None:
+    def append_many(self, events: Sequence[Event], raws: Sequence[bytes] | None = None) -> int:
         """:meth:`append` (projected) for each of ``events`` in turn: the same
         log and read models, the log's records put in one call and the
-        projector applied to the whole run at once (:meth:`Projector.apply_many`)."""
+        projector applied to the whole run at once (:meth:`Projector.apply_many`).
+        ``raws``: the events' encodings, when the caller has them (a replica
+        storing the bytes it was sent).  Returns the first event's sequence
+        number (the next one, if ``events`` is empty)."""
         if not events:
-            return
+            return self._next_seq if self._next_seq is not None else self.store.last_sequence(self) + 1
         if self._next_seq is None:
             self._next_seq = self.store.last_sequence(self) + 1
         first = self._next_seq
-        raws = list(map(codec.encode_event, events))
+        raws = list(map(codec.encode_event, events)) if raws is None else raws
         seqs = range(first, first + len(raws))
         with self.txn.cursor(db=self.dbs["events"]) as cur:
             if cur.putmulti(list(zip(map(codec.seq_key, seqs), raws)), append=True)[1] != len(raws):
@@ -178,6 +181,7 @@ class WriteTx(Tx):
         self.store.projector.apply_many(self, list(zip(seqs, events, sizes)))
         self.watermark = seqs[-1]
         self.appended.extend(zip(seqs, sizes))
+        return first
 
     def flush(self) -> None:
         """Just before the commit: the projector's state, the watermark, then ``before_commit``."""

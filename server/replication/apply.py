@@ -20,6 +20,7 @@ from eventstore import codec, meta
 from eventstore.errors import CorruptStoreError
 from eventstore.events import MessageWritten
 from eventstore.ids import to_bytes
+from eventstore.replay import BATCH
 from eventstore.store import EventStore, Tx, WriteTx
 
 from . import layout
@@ -79,30 +80,37 @@ def raise_last_id(store: EventStore, w: WriteTx, top: bytes) -> None:
 
 
 def apply_records(store: EventStore, position: Position, sealed: bool, records: Sequence[Record]) -> Applied:
-    """Append and project ``records`` (consecutive, starting right after ``position``)."""
+    """Append and project ``records`` (consecutive, starting right after ``position``):
+    many at once in bulk mode, each run of :data:`~eventstore.replay.BATCH`
+    projected together, as a replay projects the log."""
+    out, seq, raws = Applied(position, sealed), position.sequence, []
+    for record in records:
+        if out.sealed:
+            raise CorruptStoreError("the stream has messages after its seal")
+        if record.seq != seq + 1:
+            raise CorruptStoreError("stream messages are not consecutive")
+        seq = record.seq
+        if record.msg_id:
+            out.ids.add(record.msg_id)
+        if record.kind == layout.SEAL:
+            out.sealed = True
+            continue
+        raws.append(record.data)
+    out.position = replace(position, sequence=seq)
+
     def body(w: WriteTx) -> Applied:
         check_aligned(store, w, position, sealed)
-        w.bulk = len(records) > 1            # projectors may hold their work until the flush
-        out, top, seq = Applied(position, sealed), b"", position.sequence
-        for record in records:
-            if out.sealed:
-                raise CorruptStoreError("the stream has messages after its seal")
-            if record.seq != seq + 1:
-                raise CorruptStoreError("stream messages are not consecutive")
-            seq = record.seq
-            if record.msg_id:
-                out.ids.add(record.msg_id)
-            if record.kind == layout.SEAL:
-                out.sealed = True
-                continue
-            event = codec.decode_event(record.data)
-            if w.append(event, raw=record.data) != position.offset + seq:
+        local, top = position.offset + position.sequence + 1, b""     # the first event's local sequence
+        for at in range(0, len(raws), BATCH):
+            run = raws[at:at + BATCH]
+            codec.remember_ids(run)
+            events = [codec.decode_event(raw) for raw in run]
+            if w.append_many(events, run) != local:
                 raise CorruptStoreError("the local log and the stream number events differently")
-            if isinstance(event, MessageWritten):
-                top = max(top, to_bytes(event.message.message_id))
+            local += len(run)
+            top = max([top, *(to_bytes(e.message.message_id) for e in events if isinstance(e, MessageWritten))])
         if top:
             raise_last_id(store, w, top)
-        out.position = replace(position, sequence=seq)
         write_position(w, out.position)
         return out
-    return store.maintain(body, ACTION)
+    return store.maintain(body, ACTION, bulk=len(records) > 1)
