@@ -166,11 +166,11 @@ class WriteTx(Tx):
         ``raws``: the events' encodings, when the caller has them (a replica
         storing the bytes it was sent).  Returns the first event's sequence
         number (the next one, if ``events`` is empty)."""
-        if not events:
-            return self._next_seq if self._next_seq is not None else self.store.last_sequence(self) + 1
         if self._next_seq is None:
             self._next_seq = self.store.last_sequence(self) + 1
         first = self._next_seq
+        if not events:
+            return first
         raws = list(map(codec.encode_event, events)) if raws is None else raws
         seqs = range(first, first + len(raws))
         with self.txn.cursor(db=self.dbs["events"]) as cur:
