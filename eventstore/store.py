@@ -198,10 +198,7 @@ class EventStore:
         read models end with the same bytes as when each event is written
         in a transaction of its own.
         """
-        if not bulk:
-            return self._run(command, "writing to the store", count_io=True)
-        with bulk_work(self._env):
-            return self._run(command, "writing to the store", count_io=True, bulk=True)
+        return self._run(command, "writing to the store", count_io=True, bulk=bulk)
 
     def execute_many(self, commands: Sequence[Callable[[WriteTx], object]]) -> list[tuple[bool, object]]:
         """Group commit: run ``commands`` in order in one write transaction and one
@@ -257,14 +254,12 @@ class EventStore:
         """Like :meth:`execute`, for maintenance (compaction, a replica applying
         the stream): not counted as a logical write; ``action`` names the work
         in error messages.  ``bulk``: as for :meth:`execute` (many events at once)."""
-        if not bulk:
-            return self._run(fn, action)
-        with bulk_work(self._env):
-            return self._run(fn, action, bulk=True)
+        return self._run(fn, action, bulk=bulk)
 
     def _run(self, fn: Callable[[WriteTx], object], action: str, count_io: bool = False, bulk: bool = False):
         """``fn`` in one write transaction, retried after growing a full map;
-        ``count_io=False`` for maintenance (only commands are logical writes).
+        ``count_io=False`` for maintenance (only commands are logical writes);
+        ``bulk``: a bulk transaction (:class:`WriteTx`), run in :func:`bulk_work`.
         What LMDB and the OS raise is translated; any other exception (a bug)
         becomes ``INTERNAL_ERROR`` with it as the cause — never ``CORRUPT_STORE``."""
         def counted(w: WriteTx) -> object:
@@ -272,15 +267,16 @@ class EventStore:
             if count_io and w.appended:
                 self._count_io(w, w.appended)
             return result
-        for _ in range(64):
-            try:
-                return self._transaction(counted, bulk)
-            except lmdb.MapFullError:
-                self._env.grow()
-            except ConvMemError:
-                raise
-            except Exception as exc:
-                raise translate(exc, action) from exc
+        with bulk_work(self._env) if bulk else contextlib.nullcontext():
+            for _ in range(64):
+                try:
+                    return self._transaction(counted, bulk)
+                except lmdb.MapFullError:
+                    self._env.grow()
+                except ConvMemError:
+                    raise
+                except Exception as exc:
+                    raise translate(exc, action) from exc
         raise StoreIOError(f"{action}: the map could not grow enough")
 
     def _transaction(self, body: Callable[[WriteTx], T], bulk: bool = False) -> T:
@@ -391,10 +387,10 @@ class EventStore:
                 w.txn.drop(w.db(name), delete=False)
             self._env.drop_unknown(w.txn)   # an older schema's (may hold deleted text)
             meta.put_projection(w.txn, w.db("meta"), self.projector.schema_version, self.projector.fingerprint)
-            w.bulk = True               # projectors may hold their work until the flush
             return self._replay_into(w, 1, progress)
-        with bulk_work(self._env):      # room for the old read models too: they stay until the commit
-            return self._run(rebuild, "rebuilding the read models")
+        # bulk: projectors may hold their work until the flush, and there is room
+        # for the old read models too (they stay until the commit)
+        return self._run(rebuild, "rebuilding the read models", bulk=True)
 
     def _replay_into(self, w: WriteTx, start: int, progress=None) -> int:
         """Apply the log from ``start`` on; the watermark ends at the last sequence.
