@@ -45,8 +45,13 @@ Item = Turn | list[Turn]      # a turn, or turns that refer to one another (writ
 
 class Writer:
     def __init__(self, store: EventStore, report: Report, *, batch: int = BATCH, bulk: bool = True,
-                 dry_run: bool = False, progress: Callable[[Report], None] | None = None) -> None:
+                 dry_run: bool = False, progress: Callable[[Report], None] | None = None,
+                 last: Callable[[WriteTx], None] | None = None) -> None:
+        """``last(w)`` runs in the transaction that ends the source (after its
+        events; in a transaction of its own when the source gives nothing):
+        where the source was read up to is kept with what was read."""
         self.store, self.report = store, report
+        self.last = last
         self.batch_size, self.bulk, self.dry_run = max(1, batch), bulk, dry_run
         self.progress = progress
         self.known: dict[str, dict[str, str]] = {}     # session → import id → message id (committed)
@@ -63,10 +68,14 @@ class Writer:
         reading fail, what was read is written and committed, then the
         failure raised."""
         self.items, self.ahead, self.failure = iter(items), None, None
+        batches = 0
         while self._more():
             self._batch()
+            batches += 1
         if self.failure is not None:
             raise self.failure
+        if not batches and self.last is not None and not self.dry_run:
+            self.store.execute(self.last)
 
     def _more(self) -> bool:
         if self.ahead is None and self.failure is None:
@@ -108,6 +117,8 @@ class Writer:
                 taken.extend(run)
                 batch.take(run)
             batch.finish()
+            if w is not None and self.last is not None and not self._more() and self.failure is None:
+                self.last(w)
             return batch
         if self.dry_run:
             with self.store.read() as tx:
