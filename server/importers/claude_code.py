@@ -65,8 +65,9 @@ def parser(path: str, report: Report, options: Options) -> _File:
 
 class _File:
     # what the reader remembers from the lines read, carried from one part to the next
-    STATE = {"last_time": int, "times": dict, "tool_names": dict, "session": (str, type(None)),
-             "project": (str, type(None)), "summaries": list}
+    STATE: dict[str, type | tuple[type, ...]] = {
+        "last_time": int, "times": dict, "tool_names": dict, "session": (str, type(None)),
+        "project": (str, type(None)), "summaries": list}
 
     def __init__(self, path: str, report: Report, options: Options) -> None:
         self.path, self.report, self.options = path, report, options

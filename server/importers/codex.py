@@ -57,7 +57,8 @@ def parser(path: str, report: Report, options: Options) -> _Rollout:
 
 class _Rollout:
     # what the reader remembers from the lines read, carried from one part to the next
-    STATE = {"session": str, "last_time": int, "model": (str, type(None)), "tool_names": dict}
+    STATE: dict[str, type | tuple[type, ...]] = {
+        "session": str, "last_time": int, "model": (str, type(None)), "tool_names": dict}
 
     def __init__(self, path: str, report: Report, options: Options) -> None:
         self.path, self.report, self.options = path, report, options
