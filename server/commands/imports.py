@@ -16,6 +16,8 @@ from typing import Any
 
 from .. import transfer
 from ..importers import command as importers_command
+from ..importers import follow
+from ..importers.follow import SOURCES as FOLLOWED
 from ..importers.run import SOURCES as TRANSCRIPT_SOURCES
 from ..progress import progress
 from ..service import MemoryService
@@ -74,6 +76,9 @@ def _register_transcripts(name: str) -> Callable[[Any, argparse.ArgumentParser],
         text = f"import {name} transcripts into sessions (docs/import.md); re-running adds only what is new"
         p = sources.add_parser(name, parents=[common], help=text, description=text)
         importers_command.add_options(p)
+        if name in FOLLOWED:
+            p.add_argument("--follow", action="store_true",
+                           help="keep running: import what is appended to the transcripts as it is written")
         p.set_defaults(run=_run_transcripts)
     return register_source
 
@@ -81,6 +86,8 @@ def _register_transcripts(name: str) -> Callable[[Any, argparse.ArgumentParser],
 def _run_transcripts(args: argparse.Namespace) -> int:
     path = store_path(args)
     check_usable(path)
+    if getattr(args, "follow", False):
+        return follow.command(args, path)
     return importers_command.run(args, path)
 
 
