@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .. import transfer
+from .. import hook, transfer
 from ..importers import command as importers_command
 from ..importers import follow
 from ..importers.follow import SOURCES as FOLLOWED
@@ -25,6 +25,7 @@ from ._common import CommandError, check_usable, store_path
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
+    hook_parser(sub.add_parser("hook", parents=[common], help=hook.DESCRIPTION, description=hook.DESCRIPTION))
     text = "import messages from a file (sources: " + ", ".join(SOURCES) + ")"
     p = sub.add_parser("import", parents=[common], help=text, description=text)
     sources = p.add_subparsers(dest="source", required=True, metavar="SOURCE")
@@ -89,6 +90,12 @@ def _run_transcripts(args: argparse.Namespace) -> int:
     if getattr(args, "follow", False):
         return follow.command(args, path)
     return importers_command.run(args, path)
+
+
+def hook_parser(p: argparse.ArgumentParser) -> None:
+    """``convmem hook``: the Claude Code hook (:mod:`server.hook`, also ``convmem-hook``)."""
+    hook.parser(p)
+    p.set_defaults(run=hook.run)
 
 
 # source name → its ``register(sources, common)``

@@ -64,7 +64,8 @@ class Follower:
         self.seen: dict[str, tuple[int, int, int, int]] = {}   # path → (device, inode, size, mtime) when last read
 
     def files(self) -> list[str]:
-        return expand(self.paths, self.module.DEFAULTS, self.module.PATTERN)
+        """The files to read, as absolute paths (a position is kept by its file's path)."""
+        return [os.path.abspath(f) for f in expand(self.paths, self.module.DEFAULTS, self.module.PATTERN)]
 
     def sweep(self) -> int:
         """Read what is new in every file that changed since the last sweep; the messages written."""
