@@ -136,7 +136,7 @@ def _payload() -> dict | None:
 
 
 def _store_path(args: argparse.Namespace) -> str:
-    from .service import default_store_path
+    from .paths import default_store_path
     return os.path.abspath(os.path.expanduser(args.store or default_store_path()))
 
 

@@ -310,3 +310,49 @@ def test_follow_is_offered_for_claude_code_and_codex_only(tmp_path, store_path):
     done = subprocess.run([sys.executable, "-m", "server.cli", "import", "chatgpt", str(tmp_path), "--follow",
                            "--store", store_path], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--follow" in done.stderr
+
+
+def test_lines_a_one_shot_import_wrote_after_the_position_are_not_written_twice(tmp_path, store_path):
+    files = claude_code_files(tmp_path)
+    main = f"-home-ada-shop/{samples.SID}.jsonl"
+    whole = files[main]
+    a, b = whole.index(b"\n", len(whole) // 3) + 1, whole.index(b"\n", 2 * len(whole) // 3) + 1
+    root = tmp_path / "f"
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data if rel != main else whole[:a])
+    with EventStore(store_path, Projector()) as store:
+        first, second = follower(store, "claude-code", root), follower(store, "claude-code", root)
+        first.sweep()
+        (root / main).write_bytes(whole[:b])
+        run_import("", "claude-code", [str(root)], QUIET, store=store)     # knows no position
+        (root / main).write_bytes(whole)
+        second.sweep()                    # another follower (a hook) takes the file further
+        first.sweep()                     # the first one, whose writer saw the store before
+    assert snapshot(store_path) == one_shot(tmp_path, "others", "claude-code", files)
+
+
+def test_reading_on_from_a_position_does_not_read_every_message_of_the_session(tmp_path, store_path, monkeypatch):
+    files = codex_files(tmp_path)
+    (rel, data), = files.items()
+    root = tmp_path / "f"
+    (root / rel).parent.mkdir(parents=True)
+    (root / rel).write_bytes(data)
+    from server.importers import writer
+    line = ('{"timestamp":"2025-10-02T09:01:00.000Z","type":"response_item","payload":{"type":"message",'
+            '"role":"user","content":[{"type":"input_text","text":"and test %d"}]}}\n')
+    read: list[str] = []
+    get = writer.messages.get
+    monkeypatch.setattr(writer.messages, "get", lambda tx, mid: read.append(mid) or get(tx, mid))
+    with EventStore(store_path, Projector()) as store:
+        f = follower(store, "codex", root)
+        f.sweep()
+        for n in range(3):
+            with open(root / rel, "a") as fh:
+                fh.write(line % n)
+            read.clear()
+            before = f.report.written
+            f.sweep()
+            assert f.report.written == before + 1
+        # what was written since the last reading began (the line before) is read, not the whole session
+        assert len(read) == 1

@@ -29,6 +29,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import nullcontext
+from dataclasses import replace
 from types import ModuleType
 from typing import IO
 
@@ -43,6 +44,7 @@ from .writer import Writer
 
 SOURCES: dict[str, ModuleType] = {m.NAME: m for m in (claude_code, codex)}
 CHUNK = 8 << 20         # bytes read in one part (each part one or more transactions)
+BULK = 1 << 20          # bytes from which a part is written in bulk (the index work held to the commit)
 POLL = 1.0              # seconds between sweeps when polling
 RESCAN = 30.0           # seconds between sweeps while watching (files the notifications missed)
 DEBOUNCE_MS = 500       # notifications gathered this long into one sweep
@@ -101,6 +103,7 @@ class Follower:
             st = os.fstat(fh.fileno())
             with self.store.read() as tx:
                 position = positions.load(self.store, tx, self.source, path)
+                seen = self.store.last_sequence(tx)         # before the file is read
             parser = self.module.parser(path, self.report, self.options)
             start, line, base, data = self._resume(position, fh, st, parser)
             end = data.rfind(b"\n") + 1
@@ -117,10 +120,15 @@ class Follower:
             offset = base + end
             head = positions.mark(data[:min(offset, positions.HASHED)]) if base == 0 else position.head  # type: ignore[union-attr]
             tail = positions.mark(data[max(0, end - positions.HASHED):end])
-            new = positions.Position(path, st.st_dev, st.st_ino, offset, line + len(raws), head, tail, {})
+            more = offset < st.st_size and len(data) - (start - base) >= CHUNK      # stopped before the end
+            after = position.seen if start and position is not None else None       # None: a new reading
+            new = positions.Position(path, st.st_dev, st.st_ino, offset, line + len(raws), head, tail, {},
+                                     (after or 0) if more else seen)
             turns = parser.lines(objects(path, raws, self.report, line + 1))
+            self.writer.since = after if after else None
+            self.writer.bulk = self.options.bulk and end - (start - base) >= BULK
             self._write(turns, parser, new, final)
-            return offset < st.st_size
+            return more
 
     def _resume(self, position: positions.Position | None, fh: IO[bytes], st: os.stat_result,
                 parser) -> tuple[int, int, int, bytes]:
@@ -149,15 +157,13 @@ class Follower:
             yield from parser.end(final=final)
 
         def keep(w) -> None:
-            state = parser.state()
-            positions.save(self.store, w, self.source,
-                           positions.Position(new.path, new.device, new.inode, new.offset, new.line, new.head,
-                                              new.tail, state))
+            positions.save(self.store, w, self.source, replace(new, state=parser.state()))
         self.writer.last = keep
+        self.writer.known = {}          # what the store holds is read again: others may have written meanwhile
         try:
             self.writer.write(items())
         finally:
-            self.writer.last = None
+            self.writer.last, self.writer.since = None, None
 
 
 def _line_end(fh: IO[bytes]) -> bytes:

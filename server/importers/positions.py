@@ -13,7 +13,14 @@ reads a line twice nor skips one.  It holds:
   cut shorter than ``offset``, or whose bytes up to it changed there, is read
   again from its start (the import ids make that write only what is new);
 * the reader's ``state`` after those lines (the tool names, the times of the
-  lines, the session and project: what the next lines' mapping needs).
+  lines, the session and project: what the next lines' mapping needs);
+* ``seen``, the store's last event before the file was read up to
+  ``offset`` (to its last complete line then): a message imported from a
+  line after ``offset`` by anyone — another follower, a one-shot import —
+  was read from the file later, so it was written after that event, and
+  the next part need only look at the events after it to skip what is
+  there already (not at every message of the session).  0 (look at all)
+  after a part that stopped before the end of the file.
 
 A value that does not decode as such a position is taken for none: the file
 is read again whole.
@@ -44,10 +51,11 @@ class Position:
     head: bytes                 # hash of bytes [0, min(offset, HASHED))
     tail: bytes                 # hash of bytes [max(0, offset - HASHED), offset)
     state: dict[str, Any]       # the reader's state after those lines
+    seen: int = 0               # the store's last event before the reading that ended here
 
     def encode(self) -> bytes:
         return cbor2.dumps([self.path, self.device, self.inode, self.offset, self.line, self.head, self.tail,
-                            self.state])
+                            self.state, self.seen])
 
 
 def key(source: str, path: str) -> bytes:
@@ -66,13 +74,13 @@ def decode(raw: bytes) -> Position | None:
         value = cbor2.loads(raw)
     except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError):
         return None
-    if not (isinstance(value, list) and len(value) == 8):
+    if not (isinstance(value, list) and len(value) == 9):
         return None
-    path, device, inode, offset, line, head, tail, state = value
-    if not (isinstance(path, str) and all(type(n) is int and n >= 0 for n in (device, inode, offset, line))
+    path, device, inode, offset, line, head, tail, state, seen = value
+    if not (isinstance(path, str) and all(type(n) is int and n >= 0 for n in (device, inode, offset, line, seen))
             and isinstance(head, bytes) and isinstance(tail, bytes) and isinstance(state, dict)):
         return None
-    return Position(path, device, inode, offset, line, head, tail, state)
+    return Position(path, device, inode, offset, line, head, tail, state, seen)
 
 
 def load(store: EventStore, tx: Tx, source: str, path: str) -> Position | None:

@@ -31,7 +31,7 @@ from dataclasses import replace
 from eventstore import ids
 from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata, metadata, written
 from eventstore.store import EventStore, Tx, WriteTx
-from projections import history, messages
+from projections import history, messages, sessions
 
 from .turns import IMPORT_ID_PREFIX, Report, Turn, import_id
 
@@ -52,6 +52,9 @@ class Writer:
         where the source was read up to is kept with what was read."""
         self.store, self.report = store, report
         self.last = last
+        # set: no turn to write can be in the store but as a message written after this event
+        # (a follower reading on from its position): only those are read to know what is there
+        self.since: int | None = None
         self.batch_size, self.bulk, self.dry_run = max(1, batch), bulk, dry_run
         self.progress = progress
         self.known: dict[str, dict[str, str]] = {}     # session → import id → message id (committed)
@@ -153,17 +156,30 @@ class Writer:
         return written(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta)
 
     def _known(self, tx: Tx, session_id: str) -> dict[str, str]:
-        """The import ids of the session's live messages, read once per run."""
+        """The import ids of the session's live messages, read once per run
+        (with ``since``: of those written after that event, when they are fewer)."""
         known = self.known.get(session_id)
         if known is None:
             known = self.known[session_id] = {}
-            for mid in history.after(tx, session_id, None, 1 << 62):
+            for mid in self._candidates(tx, session_id):
                 state = messages.get(tx, mid)
                 for source in state.metadata.source_message_ids if state is not None else ():
                     if source.startswith(IMPORT_ID_PREFIX):
                         known[source] = mid
                         break
         return known
+
+    def _candidates(self, tx: Tx, session_id: str) -> Iterable[str]:
+        """The session's messages that may carry an import id of the turns to write."""
+        if self.since is not None:
+            entry = sessions.get(tx, session_id)
+            if entry is None:
+                return ()
+            if self.store.last_sequence(tx) - self.since < entry.message_count:
+                events = self.store.iter_events(tx, self.since + 1)
+                return dict.fromkeys(event.message.message_id for _, event, _ in events
+                                     if isinstance(event, MessageWritten) and event.message.session_id == session_id)
+        return history.after(tx, session_id, None, 1 << 62)
 
 
 class _Plan:
