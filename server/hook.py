@@ -34,6 +34,7 @@ import sys
 import threading
 
 TIMEOUT = 5.0
+PART = 1 << 20          # bytes of transcript read (and committed) at a time: a first import cut short keeps its parts
 IMPORTING = ("Stop", "SubagentStop", "PreCompact", "SessionEnd")
 PROG = "convmem hook"
 DESCRIPTION = ("a Claude Code hook (JSON payload on stdin): imports the session's transcript as it grows, and "
@@ -164,7 +165,7 @@ def _import(args: argparse.Namespace, payload: dict) -> None:
     if not files:
         return
     with EventStore(_store_path(args), Projector()) as store:
-        follower = Follower(store, "claude-code", files, Options(progress=False), Report("claude-code"))
+        follower = Follower(store, "claude-code", files, Options(progress=False), Report("claude-code"), chunk=PART)
         for path in files:
             while follower.read(path, final=final):
                 pass

@@ -356,3 +356,19 @@ def test_reading_on_from_a_position_does_not_read_every_message_of_the_session(t
             assert f.report.written == before + 1
         # what was written since the last reading began (the line before) is read, not the whole session
         assert len(read) == 1
+
+
+@pytest.mark.parametrize("chunk", [100, 700])
+def test_files_read_in_small_parts_give_the_same_messages(tmp_path, store_path, chunk):
+    files = claude_code_files(tmp_path)
+    root = tmp_path / "f"
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    with EventStore(store_path, Projector()) as store:
+        f = Follower(store, "claude-code", [str(root)], QUIET, Report("claude-code", echo=False), chunk=chunk)
+        f.sweep()
+        with store.read() as tx:
+            assert all(p.offset == len(files[os.path.relpath(p.path, root)])
+                       for p in positions.all_of(store, tx, "claude-code"))
+    assert snapshot(store_path) == one_shot(tmp_path, "parts", "claude-code", files)

@@ -56,12 +56,12 @@ def hook_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from server.hook import main; sys.exit(main())"]
 
 
-def run_hook(store: str, payload: dict) -> tuple[float, subprocess.CompletedProcess]:
+def run_hook(store: str, payload: dict, *more: str) -> tuple[float, subprocess.CompletedProcess]:
     # as installed: bytecode cached (here in a directory of the run's own, written by the first hook)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = os.path.join(os.path.dirname(store), "pycache")
     start = time.perf_counter()
-    done = subprocess.run([*hook_command(), "--store", store], input=json.dumps(payload).encode(),
+    done = subprocess.run([*hook_command(), "--store", store, *more], input=json.dumps(payload).encode(),
                           capture_output=True, timeout=60, env=env)
     wall = time.perf_counter() - start
     if done.returncode != 0 or b"warning" in done.stderr:
@@ -78,7 +78,7 @@ def measure(lines: int, runs: int, append: int) -> dict:
         with open(path, "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(line(n)) + "\n" for n in range(lines))
         stop = {"hook_event_name": "Stop", "session_id": SID, "transcript_path": path, "cwd": CWD}
-        first, _ = run_hook(store, stop)                   # the whole transcript, once
+        first, _ = run_hook(store, stop, "--timeout", "600")      # the whole transcript, once (not timed)
         times = []
         n = lines
         for _ in range(runs):

@@ -55,7 +55,7 @@ class Follower:
     """Reads what is new in a source's files into an open store."""
 
     def __init__(self, store: EventStore, source: str, paths: list[str], options: Options | None = None,
-                 report: Report | None = None) -> None:
+                 report: Report | None = None, chunk: int = CHUNK) -> None:
         module = SOURCES.get(source)
         if module is None:
             raise ValueError(f"source: must be one of {', '.join(SOURCES)} to be followed")
@@ -63,6 +63,7 @@ class Follower:
         self.options = options or Options()
         self.report = report or Report(source)
         self.writer = Writer(store, self.report, batch=self.options.batch, bulk=self.options.bulk)
+        self.chunk = max(1, chunk)        # bytes of complete lines read in one part
         self.seen: dict[str, tuple[int, int, int, int]] = {}   # path → (device, inode, size, mtime) when last read
 
     def files(self) -> list[str]:
@@ -91,7 +92,7 @@ class Follower:
                 self.seen[path] = seen
 
     def read(self, path: str, final: bool = False) -> bool:
-        """Read the next part of ``path`` (at most :data:`CHUNK` bytes of
+        """Read the next part of ``path`` (about ``chunk`` bytes of
         complete lines) and write it with its new position; True when more
         is left to read.  ``final``: the file is complete (its session
         ended): summaries waiting for their leaf are written too."""
@@ -107,8 +108,8 @@ class Follower:
             parser = self.module.parser(path, self.report, self.options)
             start, line, base, data = self._resume(position, fh, st, parser)
             end = data.rfind(b"\n") + 1
-            if end <= start - base and len(data) - (start - base) >= CHUNK:      # one line longer than a part
-                data += _line_end(fh)
+            if end <= start - base and len(data) - (start - base) >= self.chunk:      # a line longer than a part
+                data += _line_end(fh, self.chunk)
                 end = data.rfind(b"\n") + 1
             if end <= start - base:
                 if final and start and position is not None:     # nothing new: the waiting summaries
@@ -120,7 +121,7 @@ class Follower:
             offset = base + end
             head = positions.mark(data[:min(offset, positions.HASHED)]) if base == 0 else position.head  # type: ignore[union-attr]
             tail = positions.mark(data[max(0, end - positions.HASHED):end])
-            more = offset < st.st_size and len(data) - (start - base) >= CHUNK      # stopped before the end
+            more = offset < st.st_size and len(data) - (start - base) >= self.chunk      # stopped before the end
             after = position.seen if start and position is not None else None       # None: a new reading
             new = positions.Position(path, st.st_dev, st.st_ino, offset, line + len(raws), head, tail, {},
                                      (after or 0) if more else seen)
@@ -138,7 +139,7 @@ class Follower:
         if position is not None:
             base = max(0, position.offset - positions.HASHED)
             fh.seek(base)
-            data = fh.read(position.offset - base + CHUNK)
+            data = fh.read(position.offset - base + self.chunk)
             before = data[:position.offset - base]
             if len(before) == position.offset - base and positions.resumes(position, fh, st, before):
                 try:
@@ -149,7 +150,7 @@ class Follower:
             log.info("%s changed before where it was read up to (or its position is damaged): "
                      "reading it again from its start", position.path)
         fh.seek(0)
-        return 0, 0, 0, fh.read(CHUNK)
+        return 0, 0, 0, fh.read(self.chunk)
 
     def _write(self, turns: Iterator[Turn], parser, new: positions.Position, final: bool) -> None:
         def items() -> Iterator[Turn]:
@@ -166,10 +167,10 @@ class Follower:
             self.writer.last, self.writer.since = None, None
 
 
-def _line_end(fh: IO[bytes]) -> bytes:
+def _line_end(fh: IO[bytes], size: int) -> bytes:
     """The rest of a line longer than a part: read on up to its newline (or the end of the file)."""
     more = []
-    while chunk := fh.read(CHUNK):
+    while chunk := fh.read(size):
         more.append(chunk)
         if b"\n" in chunk:
             break
