@@ -107,6 +107,11 @@ def caller_values(txn, db, prefix: bytes) -> dict[bytes, bytes]:
     return found
 
 
+def put_caller_value(txn, db, key: bytes, value: bytes) -> None:
+    check_caller_key(key)
+    txn.put(key, value, db=db)
+
+
 def check_caller_key(key: bytes) -> None:
     """A caller reads and writes only keys under :data:`CALLER_PREFIX` (never the store's own)."""
     if not key.startswith(CALLER_PREFIX) or len(key) > 511:

@@ -364,23 +364,13 @@ class EventStore:
         for k, v in carried.items():
             w.txn.put(k, v, db=w.db("meta"))
 
-    def caller_value(self, tx: Tx, key: bytes) -> bytes | None:
-        """A caller's own value in the meta (a key under ``follow/``), or None."""
-        meta.check_caller_key(key)
-        raw = tx.txn.get(key, db=tx.db("meta"))
-        return None if raw is None else bytes(raw)
-
     def caller_values(self, tx: Tx, prefix: bytes) -> dict[bytes, bytes]:
-        """The callers' values whose keys start with ``prefix`` (under ``follow/``)."""
+        """A caller's own values in the meta: those whose keys start with ``prefix`` (under ``follow/``)."""
         return meta.caller_values(tx.txn, tx.db("meta"), prefix)
 
-    def set_caller_value(self, w: WriteTx, key: bytes, value: bytes | None) -> None:
-        """Keep ``value`` under ``key`` (``follow/…``) in this transaction; None deletes it."""
-        meta.check_caller_key(key)
-        if value is None:
-            w.txn.delete(key, db=w.db("meta"))
-        else:
-            w.txn.put(key, value, db=w.db("meta"))
+    def set_caller_value(self, w: WriteTx, key: bytes, value: bytes) -> None:
+        """Keep ``value`` under ``key`` (``follow/…``) in this transaction."""
+        meta.put_caller_value(w.txn, w.db("meta"), key, value)
 
     def set_io_counters(self, w: WriteTx, io: dict[str, int]) -> None:
         meta.put_io_counters(w.txn, w.db("meta"), io)

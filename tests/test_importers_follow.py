@@ -212,7 +212,7 @@ def test_a_damaged_position_is_taken_for_none(tmp_path, store_path):
 def test_the_store_refuses_a_caller_key_outside_its_prefix(store_path):
     with EventStore(store_path, Projector()) as store:
         with store.read() as tx, pytest.raises(ValueError, match="key: must start with 'follow/'"):
-            store.caller_value(tx, b"last_id")
+            store.caller_values(tx, b"last_id")
 
 
 def test_positions_survive_compaction(tmp_path, store_path):

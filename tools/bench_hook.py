@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -56,17 +57,20 @@ def hook_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from server.hook import main; sys.exit(main())"]
 
 
-def run_hook(store: str, payload: dict, *more: str) -> tuple[float, subprocess.CompletedProcess]:
+def run_hook(store: str, payload: dict, *more: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one hook process."""
     # as installed: bytecode cached (here in a directory of the run's own, written by the first hook)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = os.path.join(os.path.dirname(store), "pycache")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run([*hook_command(), "--store", store, *more], input=json.dumps(payload).encode(),
                           capture_output=True, timeout=60, env=env)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0 or b"warning" in done.stderr:
         raise SystemExit(f"the hook failed: {done.stderr.decode(errors='replace')}")
-    return wall, done
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def measure(lines: int, runs: int, append: int) -> dict:
@@ -79,22 +83,32 @@ def measure(lines: int, runs: int, append: int) -> dict:
             fh.writelines(json.dumps(line(n)) + "\n" for n in range(lines))
         stop = {"hook_event_name": "Stop", "session_id": SID, "transcript_path": path, "cwd": CWD}
         first, _ = run_hook(store, stop, "--timeout", "600")      # the whole transcript, once (not timed)
-        times = []
+        times, cpu = [], []
         n = lines
         for _ in range(runs):
             with open(path, "a", encoding="utf-8") as fh:
                 fh.writelines(json.dumps(line(n + i)) + "\n" for i in range(append))
             n += append
-            wall, _ = run_hook(store, stop)
+            wall, used = run_hook(store, stop)
             times.append(wall)
+            cpu.append(used)
         start = {"hook_event_name": "SessionStart", "session_id": "new", "cwd": CWD, "source": "startup"}
         briefs = [run_hook(store, start)[0] for _ in range(max(5, runs // 4))]
         return {"lines": lines, "first_import_s": round(first, 3), "runs": runs, "append": append,
                 "stop_p50_ms": round(1000 * statistics.median(times), 1),
                 "stop_p95_ms": round(1000 * _p95(times), 1), "stop_max_ms": round(1000 * max(times), 1),
+                "stop_cpu_p50_ms": round(1000 * statistics.median(cpu), 1),
+                "python_start_p50_ms": round(1000 * statistics.median(_bare() for _ in range(10)), 1),
                 "session_start_p50_ms": round(1000 * statistics.median(briefs), 1)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _bare() -> float:
+    """The wall time of ``python -c pass`` now (what the machine gives any start-up)."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.perf_counter() - start
 
 
 def _p95(values: list[float]) -> float:
@@ -116,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             ok = result["stop_p50_ms"] <= 1000 * TARGET_P50 and result["stop_p95_ms"] <= 1000 * TARGET_P95
             print(f"{lines:>6} lines: Stop (+{args.append} lines) p50 {result['stop_p50_ms']} ms, "
-                  f"p95 {result['stop_p95_ms']} ms, max {result['stop_max_ms']} ms "
+                  f"p95 {result['stop_p95_ms']} ms, max {result['stop_max_ms']} ms, "
+                  f"CPU p50 {result['stop_cpu_p50_ms']} ms (python -c pass: {result['python_start_p50_ms']} ms) "
                   f"({'within' if ok else 'over'} the targets {TARGET_P50 * 1000:.0f}/{TARGET_P95 * 1000:.0f} ms); "
                   f"SessionStart p50 {result['session_start_p50_ms']} ms; first import {result['first_import_s']} s")
     return 0

@@ -84,7 +84,8 @@ def decode(raw: bytes) -> Position | None:
 
 
 def load(store: EventStore, tx: Tx, source: str, path: str) -> Position | None:
-    raw = store.caller_value(tx, key(source, path))
+    wanted = key(source, path)
+    raw = store.caller_values(tx, wanted).get(wanted)
     found = None if raw is None else decode(raw)
     return found if found is not None and found.path == path else None
 
