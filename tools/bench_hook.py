@@ -11,6 +11,10 @@ on (as in an installed package; in a directory of the run's own), whatever
 ``PYTHONDONTWRITEBYTECODE`` says.
 
     python -m tools.bench_hook --lines 600 3000 --runs 40
+
+``--idle SECONDS`` measures instead the CPU time an idle ``import
+claude-code --follow`` takes over that many seconds, watching (``watchfiles``)
+and polling, on ``--files`` empty transcripts in 100 project directories.
 """
 
 from __future__ import annotations
@@ -104,6 +108,46 @@ def measure(lines: int, runs: int, append: int) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+_FOLLOW = """
+import signal, sys, threading
+from eventstore.store import EventStore
+from projections.registry import Projector
+from server.importers.follow import Follower, follow
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: stop.set())
+with EventStore(sys.argv[1], Projector()) as store:
+    follow(Follower(store, "claude-code", [sys.argv[2]]), stop, notify=sys.argv[3] == "watch")
+"""
+
+
+def idle(seconds: float, files: int) -> dict:
+    """CPU seconds of an idle follower over ``seconds``, watching and polling."""
+    work = tempfile.mkdtemp(prefix="convmem-bench-idle-")
+    try:
+        root = os.path.join(work, "projects")
+        for n in range(files):
+            os.makedirs(os.path.join(root, f"p{n % 100}"), exist_ok=True)
+            open(os.path.join(root, f"p{n % 100}", f"s{n}.jsonl"), "wb").close()
+        found = {}
+        for mode in ("watch", "poll"):
+            proc = subprocess.Popen([sys.executable, "-c", _FOLLOW, os.path.join(work, f"store-{mode}"), root, mode])
+            time.sleep(10)                      # started, first sweep done
+            before = _cpu(proc.pid)
+            time.sleep(seconds)
+            found[f"{mode}_cpu_s"] = round(_cpu(proc.pid) - before, 3)
+            proc.terminate()
+            proc.wait(60)
+        return {"files": files, "seconds": seconds, **found}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _bare() -> float:
     """The wall time of ``python -c pass`` now (what the machine gives any start-up)."""
     start = time.perf_counter()
@@ -122,7 +166,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=40, help="Stop hooks timed per size")
     p.add_argument("--append", type=int, default=4, help="lines appended before each Stop")
     p.add_argument("--json", action="store_true", help="print the results as JSON lines")
+    p.add_argument("--idle", type=float, default=None, metavar="SECONDS",
+                   help="measure an idle --follow's CPU time over SECONDS instead")
+    p.add_argument("--files", type=int, default=2000, help="transcripts an idle follower watches (--idle)")
     args = p.parse_args(argv)
+    if args.idle is not None:
+        result = idle(args.idle, args.files)
+        print(json.dumps(result) if args.json else
+              f"idle --follow over {args.idle:g} s, {args.files} files: watching {result['watch_cpu_s']} s CPU, "
+              f"polling every second {result['poll_cpu_s']} s CPU")
+        return 0
     for lines in args.lines:
         result = measure(lines, args.runs, args.append)
         if args.json:
