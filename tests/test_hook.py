@@ -207,3 +207,18 @@ def test_other_events_do_nothing(store_path):
     done = hook(store_path, {"hook_event_name": "UserPromptSubmit", "prompt": "hi", "cwd": PROJECT})
     assert done.returncode == 0 and done.stdout == b"" and done.stderr == b""
     assert not os.path.exists(store_path)
+
+
+def test_a_summary_whose_leaf_is_elsewhere_waits_for_session_end(tmp_path, store_path):
+    files = claude_code_files(tmp_path)
+    main = f"-home-ada-shop/{samples.SID}.jsonl"
+    files[main] = b'{"type":"summary","summary":"Earlier: the payment retries","leafUuid":"elsewhere"}\n' + files[main]
+    root = tmp_path / "projects"
+    write_files(root, files)
+    path = str(root / main)
+    hook(store_path, stop(path))
+    summaries = lambda: [m for m in snapshot(store_path)[SESSION]["messages"].values() if "payment retries" in m[1]]
+    assert summaries() == []                  # its leaf may still come: it waits
+    hook(store_path, stop(path, "SessionEnd"))
+    assert len(summaries()) == 1
+    assert snapshot(store_path) == one_shot(tmp_path, "end", "claude-code", files)

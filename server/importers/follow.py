@@ -128,7 +128,7 @@ class Follower:
             turns = parser.lines(objects(path, raws, self.report, line + 1))
             self.writer.since = after if after else None
             self.writer.bulk = self.options.bulk and end - (start - base) >= BULK
-            self._write(turns, parser, new, final)
+            self._write(turns, parser, new, final and not more)
             return more
 
     def _resume(self, position: positions.Position | None, fh: IO[bytes], st: os.stat_result,
