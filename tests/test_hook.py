@@ -222,3 +222,15 @@ def test_a_summary_whose_leaf_is_elsewhere_waits_for_session_end(tmp_path, store
     hook(store_path, stop(path, "SessionEnd"))
     assert len(summaries()) == 1
     assert snapshot(store_path) == one_shot(tmp_path, "end", "claude-code", files)
+
+
+def test_subagent_stop_imports_the_agent_transcript_it_names(tmp_path, store_path):
+    files = claude_code_files(tmp_path)
+    agent = f"-home-ada-shop/{samples.SID}/subagents/agent-{samples.AGENT}.jsonl"
+    root = tmp_path / "projects"
+    write_files(root, {agent: files[agent]})            # the main transcript is not there yet
+    payload = {**stop(str(root / f"-home-ada-shop/{samples.SID}.jsonl"), "SubagentStop"),
+               "agent_transcript_path": str(root / agent)}
+    done = hook(store_path, payload)
+    assert done.returncode == 0 and done.stderr == b""
+    assert list(snapshot(store_path)) == [f"{SESSION}/agent-{samples.AGENT}"]

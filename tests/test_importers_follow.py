@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import random
 import signal
 import subprocess
 import sys
 import threading
-import time
 
 import import_samples as samples
 import pytest
@@ -241,20 +241,21 @@ def test_the_loop_imports_appended_lines_until_stopped(tmp_path, store_path, not
     head, tail = data[:len(data) // 2], data[len(data) // 2:]
     (root / rel).write_bytes(head)
     stop = threading.Event()
+    sweeps: queue.Queue[int] = queue.Queue()
     with EventStore(store_path, Projector()) as store:
         f = follower(store, "codex", root)
-        sweeps: list[int] = []
         loop = threading.Thread(target=follow, args=(f, stop), kwargs={"poll": 0.05, "notify": notify,
-                                                                        "swept": sweeps.append})
+                                                                        "swept": sweeps.put})
         loop.start()
         try:
-            _until(lambda: sweeps)
+            sweeps.get(timeout=60)                      # the first sweep
             with open(root / rel, "ab") as fh:
                 fh.write(tail)
-            _until(lambda: f.report.files and _offset(store, root / rel) == len(data))
+            while _offset(store, root / rel) != len(data):
+                sweeps.get(timeout=60)                  # (a deadline only so that a broken loop fails, not hangs)
         finally:
             stop.set()
-            loop.join(30)
+            loop.join(60)
         assert not loop.is_alive()
     assert snapshot(store_path) == one_shot(tmp_path, "loop", "codex", files)
 
@@ -263,14 +264,6 @@ def _offset(store: EventStore, path) -> int:
     with store.read() as tx:
         found = positions.load(store, tx, "codex", str(path))
     return found.offset if found is not None else -1
-
-
-def _until(ready, limit: float = 60.0) -> None:
-    """Wait for ``ready()`` (a deadline only so that a broken loop fails the test instead of hanging it)."""
-    end = time.monotonic() + limit
-    while not ready():
-        assert time.monotonic() < end, "the follower did not catch up"
-        time.sleep(0.05)
 
 
 def test_roots_are_the_directories_above_the_globs(tmp_path):

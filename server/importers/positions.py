@@ -33,8 +33,8 @@ import os
 from dataclasses import dataclass
 from typing import IO, Any
 
-import cbor2
-
+from eventstore import codec
+from eventstore.errors import CorruptStoreError
 from eventstore.store import EventStore, Tx, WriteTx
 
 PREFIX = b"follow/"
@@ -54,7 +54,7 @@ class Position:
     seen: int = 0               # the store's last event before the reading that ended here
 
     def encode(self) -> bytes:
-        return cbor2.dumps([self.path, self.device, self.inode, self.offset, self.line, self.head, self.tail,
+        return codec.dumps([self.path, self.device, self.inode, self.offset, self.line, self.head, self.tail,
                             self.state, self.seen])
 
 
@@ -71,8 +71,8 @@ def mark(data: bytes) -> bytes:
 def decode(raw: bytes) -> Position | None:
     """The position stored as ``raw``; None when it is not one."""
     try:
-        value = cbor2.loads(raw)
-    except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError):
+        value = codec.loads(raw)
+    except (CorruptStoreError, RecursionError):
         return None
     if not (isinstance(value, list) and len(value) == 9):
         return None
