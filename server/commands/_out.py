@@ -75,11 +75,13 @@ class Out:
         kept on a terminal (a message body), escaped when piped."""
         return Text(visible(text, newlines=newlines and self.terminal), style=style)
 
-    def line(self, text: str | Text = "", style: str = "") -> None:
-        """One line (a message body may span several on a terminal: pass ``out.text(…, newlines=True)``)."""
+    def line(self, text: str | Text = "", style: str = "", *, prose: bool = False) -> None:
+        """One line (a message body may span several on a terminal: pass ``out.text(…, newlines=True)``).
+        On a terminal the terminal wraps it, so an id in it is never split; ``prose`` is
+        wrapped between words instead."""
         shown = text if isinstance(text, Text) else self.text(text, style)
         if self.console is not None:
-            self.console.print(shown, soft_wrap=True)
+            self.console.print(shown, soft_wrap=not prose)
         else:
             self.file.write(shown.plain + "\n")
 

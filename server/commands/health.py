@@ -81,9 +81,9 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def _show(out: Out, rows: list[tuple[str, str]], advice: list[str]) -> None:
-    out.table(("", ""), rows, title="convmem status")
+    out.table(("", ""), rows, title="convmem status", wide=1)
     for line in advice:
-        out.line(line, style="bold")
+        out.line(line, style="bold", prose=True)
 
 
 def _advice(rep: dict) -> list[str]:
