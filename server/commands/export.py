@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot write the export to {args.out or 'stdout'}: {exc.strerror}") from None
     finally:
         service.close()
-    print(f"convmem: exported {count} messages from {path}" + (f" to {args.out}" if args.out else ""),
+    print(f"convmem: exported {count} message{'' if count == 1 else 's'} from {path}"
+          + (f" to {args.out}" if args.out else ""),
           file=sys.stderr)
     return 0

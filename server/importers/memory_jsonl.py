@@ -45,6 +45,7 @@ NAME = "memory-jsonl"
 CREATED_TAG = "created-by-import"        # an entity named by a relation only
 DEFAULTS = ("$MEMORY_FILE_PATH",)
 PATTERN = "*.jsonl"
+FLAGS: tuple[str, ...] = ()              # the options of `convmem import` that apply
 _WORDS = (("depends_on", ("depend", "require", "use", "need", "call", "import")),
           ("derived_from", ("derive", "based", "created_from", "part_of", "child_of", "instance_of",
                             "fork", "copy", "extend")),
@@ -61,10 +62,7 @@ def relation_type(name: str) -> str:
 
 
 def read(paths: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
-    if not paths:
-        env = os.environ.get("MEMORY_FILE_PATH")
-        paths = [env] if env else []
-    for path in expand(paths, (), PATTERN):
+    for path in expand(paths, DEFAULTS, PATTERN):
         yield _graph(path, report)
 
 

@@ -16,6 +16,7 @@ from projections.registry import Projector
 
 from . import chatgpt, claude_ai, claude_code, codex, memory_jsonl, reader
 from .options import Options
+from .reading import expand
 from .turns import Report
 from .writer import Writer
 
@@ -52,6 +53,18 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     if _progress(options) is not None:
         sys.stderr.write("\n")
     return report.summary()
+
+
+def has_default(source: str) -> bool:
+    """Whether ``source`` has a default place to read when no path is given
+    (a data export has none; ``$MEMORY_FILE_PATH`` only when it is set)."""
+    return any("$" not in os.path.expandvars(d) for d in SOURCES[source].DEFAULTS)
+
+
+def files(source: str, paths: list[str]) -> list[str]:
+    """The files an import of ``paths`` (none: the default places) would read."""
+    module = SOURCES[source]
+    return expand(paths, module.DEFAULTS, module.PATTERN)
 
 
 def _progress(options: Options) -> Callable[[Report], None] | None:
