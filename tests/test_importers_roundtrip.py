@@ -219,3 +219,15 @@ def test_the_bulk_writer_checks_every_message_it_builds(tmp_path):
         with pytest.raises(ValidationError, match="content: must be"):
             Writer(store, Report("test")).write([Turn("s", "j", "user", "fine", 1), turn])
     assert export_text(f"{tmp_path}/store").count("\n") == 1
+
+
+def test_export_refuses_a_stored_message_it_cannot_make_valid_naming_it_and_writes_nothing(tmp_path, capsys):
+    with EventStore(f"{tmp_path}/store", Projector()) as store:      # what no writer of today can append
+        def command(w):
+            w.append(written("01M8S3A2BVKRJCXA58W33Y923A", "s", "user", "x", 5, 5, 1, Metadata(tags=("a", "a"))))
+        store.execute(command)
+    out = tmp_path / "x.jsonl"
+    assert main(["export", "--store", f"{tmp_path}/store", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "message 01M8S3A2BVKRJCXA58W33Y923A cannot be exported: metadata.tags: must not repeat a tag" in err
+    assert not out.exists() and not (tmp_path / "x.jsonl.partial").exists()
