@@ -204,7 +204,10 @@ def message(msg: Message) -> Message:
     message: the tools' writes, every importer, ``import jsonl`` and export
     check what they write with it."""
     ulid(msg.message_id, "message_id")
-    _stored_session(msg.session_id)
+    if type(msg.session_id) is str:
+        _stored_session(msg.session_id)
+    else:
+        session_id(msg.session_id)
     if msg.role not in ROLES:
         choice(msg.role, "role", ROLES)
     content(msg.content)
@@ -228,7 +231,10 @@ def metadata(meta: Metadata) -> Metadata:
     """``meta`` when every field is within the contract (stored form: no
     repeated tag or relation, no empty summary), else ``VALIDATION_ERROR``."""
     if meta.tags:
-        _stored_tags(meta.tags)
+        try:
+            _stored_tags(meta.tags)
+        except TypeError:           # not hashable: not a tuple of strings, which _tags says
+            _tags(meta.tags)
     if meta.memory_tier not in TIERS:
         choice(meta.memory_tier, "metadata.memory_tier", TIERS)
     if meta.memory_kind not in KINDS:
@@ -241,8 +247,9 @@ def metadata(meta: Metadata) -> Metadata:
         raise ValidationError("metadata.summary: must not be empty (absent instead)")
     if meta.relations and _relations(meta.relations) != meta.relations:
         raise ValidationError("metadata.relations: must not repeat a relation")
-    if meta.source_message_ids:
-        _sources(meta.source_message_ids)
+    sources = meta.source_message_ids
+    if sources and (len(sources) > MAX_SOURCES or not all(map(is_canonical, sources))):
+        _sources(sources)           # the field's own check, which says what is wrong
     return meta
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import tempfile
 
@@ -231,3 +232,19 @@ def test_export_refuses_a_stored_message_it_cannot_make_valid_naming_it_and_writ
     err = capsys.readouterr().err
     assert "message 01M8S3A2BVKRJCXA58W33Y923A cannot be exported: metadata.tags: must not repeat a tag" in err
     assert not out.exists() and not (tmp_path / "x.jsonl.partial").exists()
+
+
+@pytest.mark.parametrize(("field", "value", "words"), [
+    ("session_id", [], "session_id: must be a string"), ("session_id", "", "session_id: must be 1–256"),
+    ("content", "", "content: must be 1–1048576"), ("timestamp", -1, "timestamp: must be"),
+    ("metadata", {"tags": [["x"]]}, "metadata.tags[]: must be a string"),
+    ("metadata", {"summary": ""}, None), ("metadata", {"relations": [1]}, "metadata.relations[]: must be an object")])
+def test_an_export_line_is_checked_by_the_one_definition(field, value, words):
+    line = json.loads(archive.line(_message("x")))
+    line[field] = value
+    text = archive.header(1) + json.dumps(line) + "\n"
+    if words is None:       # summary "" is the tools' "clear": absent
+        assert next(archive.read(io.StringIO(text))).metadata.summary is None
+        return
+    with pytest.raises(ValidationError, match=re.escape(f"line 2: {words}")):
+        list(archive.read(io.StringIO(text)))
