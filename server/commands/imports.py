@@ -18,6 +18,7 @@ from .. import transfer
 from ..importers import command as importers_command
 from ..importers.run import SOURCES as TRANSCRIPT_SOURCES
 from ..importers.run import has_default
+from ..importers.turns import counted
 from ..progress import progress
 from ..service import MemoryService
 from ._common import CommandError, check_usable, store_path
@@ -56,7 +57,7 @@ def run_jsonl(args: argparse.Namespace) -> int:
                 print(f"convmem: import refused, nothing written: {exc}", file=sys.stderr)
                 return 1
             if args.dry_run:
-                print(f"convmem: would import {plan.missing} of {_messages(plan.in_file)} into {path} "
+                print(f"convmem: would import {plan.missing} of {counted(plan.in_file, 'message')} into {path} "
                       f"({plan.present} there already)", file=sys.stderr)
                 return 0
             fh.seek(0)
@@ -64,13 +65,9 @@ def run_jsonl(args: argparse.Namespace) -> int:
                 written = transfer.write(service, transfer.read_file(fh, args.file), step)
         finally:
             service.close()
-    print(f"convmem: imported {written} of {_messages(plan.in_file)} into {path} "
+    print(f"convmem: imported {written} of {counted(plan.in_file, 'message')} into {path} "
           f"({plan.in_file - written} there already)", file=sys.stderr)
     return 0
-
-
-def _messages(n: int) -> str:
-    return f"{n} message" if n == 1 else f"{n} messages"
 
 
 def _register_transcripts(name: str) -> Callable[[Any, argparse.ArgumentParser], None]:

@@ -16,7 +16,7 @@ import sys
 
 from .options import Options
 from .run import SOURCES, files, run_import
-from .turns import Report
+from .turns import Report, counted
 from .writer import BATCH
 
 _WHERE = {     # PATH's help, by source
@@ -56,17 +56,13 @@ def run(args: argparse.Namespace, store: str) -> int:
         sys.stdout.write("\n")
     else:
         verb = "would write" if summary["dry_run"] else "wrote"
-        print(f"import {summary['source']} into {store}: {_count(summary['files'], 'file')}, "
-              f"{_count(summary['turns'], 'turn')}; {verb} {_count(summary['written'], 'message')}, "
+        print(f"import {summary['source']} into {store}: {counted(summary['files'], 'file')}, "
+              f"{counted(summary['turns'], 'turn')}; {verb} {counted(summary['written'], 'message')}, "
               f"{summary['already_present']} already there, {summary['updated']} updated, "
-              f"{_count(summary['ignored'], 'line')} without a message, {summary['skipped']} skipped",
+              f"{counted(summary['ignored'], 'line')} without a message, {summary['skipped']} skipped",
               file=sys.stderr)
     if not summary["files"] and not summary["skipped"]:
         where = ", ".join(args.paths) if args.paths else "the default places (see --help)"
         print(f"convmem import: no {args.source} files found in {where}", file=sys.stderr)
         return 1
     return 1 if summary["skipped"] else 0
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -17,7 +17,7 @@ from projections.registry import Projector
 from . import chatgpt, claude_ai, claude_code, codex, memory_jsonl, reader
 from .options import Options
 from .reading import expand
-from .turns import Report
+from .turns import Report, counted
 from .writer import Writer
 
 SOURCES: dict[str, ModuleType] = {m.NAME: m for m in (claude_code, codex, chatgpt, claude_ai, memory_jsonl)}
@@ -75,7 +75,8 @@ def _progress(options: Options) -> Callable[[Report], None] | None:
 
     def line(report: Report) -> None:
         rate = report.turns / max(time.perf_counter() - start, 1e-9)
-        sys.stderr.write(f"\rimport {report.source}: {report.files} files, {report.turns} turns read, "
+        sys.stderr.write(f"\rimport {report.source}: {counted(report.files, 'file')}, "
+                         f"{counted(report.turns, 'turn')} read, "
                          f"{report.written} written, {report.present} already there ({rate:,.0f}/s)")
         sys.stderr.flush()
     return line

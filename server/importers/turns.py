@@ -218,6 +218,11 @@ class Report:
                 "skipped": len(self.skipped), "skips": list(self.skipped), "notes": list(self.notes)}
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 file``, ``2 files``: a count for a person to read."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def text_of(obj: dict[str, Any], key: str) -> str | None:
     """``obj[key]`` when it is a non-empty string, else None."""
     value = obj.get(key)
