@@ -48,11 +48,6 @@ def size(n: int) -> str:
     return str(n)
 
 
-def counted(n: int, noun: str) -> str:
-    """``1 result``, ``2 results``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def one_line(text: str, width: int = 80) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[:width - 1] + "…"

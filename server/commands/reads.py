@@ -13,10 +13,11 @@ from collections.abc import Iterable, Iterator
 
 from eventstore.events import KINDS
 
+from ..importers.turns import counted
 from ..service import MemoryService
 from ..tools import BY_NAME
 from ._common import open_existing, store_path
-from ._out import Cell, Out, counted, local_time, one_line
+from ._out import Cell, Out, local_time, one_line
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
