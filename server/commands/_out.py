@@ -8,7 +8,8 @@ only as a :class:`rich.text.Text`, never as markup, so ``[/bold]`` or
 ``[link=…]`` in a message is printed as written.  Plain output is one record
 per line: a header line naming the fields, then one tab-separated line per
 record with exactly those fields (a tab or newline inside a field is escaped).
-``--json`` is the tools' JSON, unescaped.
+``--json`` is the tools' JSON with its exact values (DEL, C1 and bidi
+characters written as ``\\uXXXX``, as JSON allows).
 
 Nothing here reads the store: the commands pass what the service returned.
 """
@@ -132,8 +133,8 @@ class Out:
         """Each row as lines, left to the terminal to wrap (an id stays one line):
         the short fields together, then each id, then the free text."""
         assert self.console is not None
+        short = [i for i in range(len(headers)) if i not in whole and i != wide]
         for row in cells:
-            short = [i for i in range(len(headers)) if i not in whole and i != wide]
             self.console.print(Text("  ").join(Text.assemble((f"{headers[i]} ", "bold"), row[i]) for i in short),
                                soft_wrap=True)
             for i in [*sorted(whole), *([] if wide is None else [wide])]:
