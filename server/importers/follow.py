@@ -245,7 +245,7 @@ def command(args, store_path: str) -> int:
     if args.dry_run:
         print("convmem import: --follow writes as it reads; it cannot be a --dry-run", file=sys.stderr)
         return 2
-    options = Options(thinking=args.thinking, batch=max(1, args.batch), progress=False)
+    options = Options(thinking=getattr(args, "thinking", False), batch=max(1, args.batch), progress=False)
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     store = EventStore(store_path, Projector())
