@@ -25,6 +25,7 @@ from server.importers.turns import Report
 from server.service import MemoryService
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SESSION = f"claude-code:{samples.SID}"
 QUIET = Options(progress=False, apart=False)
 
 
@@ -215,21 +216,36 @@ def test_the_store_refuses_a_caller_key_outside_its_prefix(store_path):
             store.caller_values(tx, b"last_id")
 
 
-def test_positions_survive_compaction(tmp_path, store_path):
-    files = codex_files(tmp_path)
-    (rel, data), = files.items()
+def test_positions_survive_compaction_and_reading_goes_on(tmp_path, store_path):
+    files = claude_code_files(tmp_path)
+    main = f"-home-ada-shop/{samples.SID}.jsonl"
+    whole = files[main]
+    first, cut = whole.index(b"\n", len(whole) // 3) + 1, whole.index(b"\n", len(whole) // 2) + 1
     root = tmp_path / "f"
-    (root / rel).parent.mkdir(parents=True)
-    (root / rel).write_bytes(data)
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data if rel != main else whole[:first])
     with EventStore(store_path, Projector()) as store:
-        follower(store, "codex", root).sweep()
+        follower(store, "claude-code", root).sweep()
+        (root / main).write_bytes(whole[:cut])
+        follower(store, "claude-code", root).sweep()     # a position that looks at the events after its own
     svc = MemoryService(store_path)
     try:
-        svc.rebuild()                    # compacts the store into a fresh file
+        svc.delete_message(svc.history(SESSION, 1, None)["history"][0]["message_id"], None)
+        svc.rebuild()                    # compacts the store into a fresh file, renumbering its events
         with svc.store.read() as tx:
-            assert positions.load(svc.store, tx, "codex", str(root / rel)).offset == len(data)
+            assert positions.load(svc.store, tx, "claude-code", str(root / main)).offset == cut
     finally:
         svc.close()
+    (root / main).write_bytes(whole)
+    with EventStore(store_path, Projector()) as store:
+        f = follower(store, "claude-code", root)
+        f.sweep()
+        assert f.report.present == 0      # nothing read twice
+    expected = one_shot(tmp_path, "compacted", "claude-code", files)
+    got = snapshot(store_path)
+    assert len(got[SESSION]["messages"]) == len(expected[SESSION]["messages"]) - 1     # the one deleted
+    assert got[SESSION]["messages"].items() <= expected[SESSION]["messages"].items()
 
 
 @pytest.mark.parametrize("notify", [True, False])
