@@ -20,7 +20,9 @@ reads a line twice nor skips one.  It holds:
   was read from the file later, so it was written after that event, and
   the next part need only look at the events after it to skip what is
   there already (not at every message of the session).  0 (look at all)
-  after a part that stopped before the end of the file.
+  after a part that stopped before the end of the file.  Compaction keeps
+  this true: its log holds the live messages in id order (the order they
+  were written in), numbered to end where the old log ended.
 
 A value that does not decode as such a position is taken for none: the file
 is read again whole.
