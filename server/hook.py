@@ -86,10 +86,11 @@ def run(args: argparse.Namespace) -> int:
     watchdog.daemon = True
     watchdog.start()
     try:
-        payload = _payload()
+        payload = _payload(hook)
         if payload is None:
+            if hook.event == "SessionStart":
+                hook.answer("")
             return 0
-        hook.event = payload["hook_event_name"]
         if hook.event == "SessionStart":
             hook.answer(_briefing(args, payload))
         elif hook.event in IMPORTING:
@@ -112,8 +113,8 @@ def _why(exc: Exception) -> str:
     return f"{type(exc).__name__}: {message or exc}"
 
 
-def _payload() -> dict | None:
-    """The payload, checked; None (warned) when it is not one."""
+def _payload(hook: Hook) -> dict | None:
+    """The payload, checked (its event kept in ``hook``); None (warned) when it is not one."""
     try:
         payload = json.loads(sys.stdin.buffer.read())
     except (ValueError, OSError):
@@ -122,7 +123,7 @@ def _payload() -> dict | None:
     if not isinstance(payload, dict) or not isinstance(payload.get("hook_event_name"), str):
         warn("hook_event_name: must be a string")
         return None
-    event = payload["hook_event_name"]
+    event = hook.event = payload["hook_event_name"]
     for field in ("transcript_path", "cwd", "agent_transcript_path", "session_id"):
         if field in payload and not isinstance(payload[field], str):
             warn(f"{field}: must be a string")

@@ -151,6 +151,12 @@ def test_the_briefing_keeps_within_its_budget(tmp_path, store_path):
     assert 0 < len(context.encode()) <= 200 and "Tuesdays" in context
 
 
+def test_session_start_without_a_cwd_still_prints_its_object(store_path):
+    done = hook(store_path, {"hook_event_name": "SessionStart", "session_id": "s"})
+    assert done.returncode == 0 and b"cwd: required for SessionStart" in done.stderr
+    assert json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"] == ""
+
+
 def test_session_start_without_a_store_says_nothing_and_creates_none(tmp_path, store_path):
     done = hook(store_path, {"hook_event_name": "SessionStart", "cwd": PROJECT})
     assert done.returncode == 0
