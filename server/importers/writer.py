@@ -13,7 +13,10 @@ the session's live messages and remembers which import ids they carry (and
 their message ids, for relations); a turn whose import id is already there is
 counted *present* and not written.  Importing a file
 twice, or a transcript that has grown since, therefore writes only what is
-new.  Message ids stay the store's ULIDs (strictly increasing: see
+new.  A follower reading on from its position sets ``since`` (see
+:mod:`.positions`): only the session's messages written after that event
+are read then, since no other can carry a turn it is about to write.
+Message ids stay the store's ULIDs (strictly increasing: see
 :mod:`eventstore.ids`); their time part is the turn's own timestamp
 whenever that is later than the store's last id.
 
