@@ -167,6 +167,9 @@ def apply_patch(meta: Metadata, patch: dict[str, Any]) -> Metadata:
     return replace(meta, **patch)
 
 
+SUPERSEDED = ("include", "exclude", "only")
+
+
 def filters(value: Any, field: str) -> dict[str, Any]:
     """``{"kinds", "tiers", "tags", "roles", "after", "before"}`` from a
     ``filters_json`` string; absent keys are left out.  ``after``/``before``
@@ -191,6 +194,8 @@ def filters(value: Any, field: str) -> dict[str, Any]:
                                      for r in string_list(raw, f"{field}.roles", 64))
         elif key in ("after", "before"):
             out[key] = integer(raw, f"{field}.{key}", 0, MAX_TIMESTAMP)
+        elif key == "superseded":
+            out[key] = choice(raw, f"{field}.superseded", SUPERSEDED)
         else:
             raise ValidationError(f"{field}: unknown field {_label(key)}")
     return out
