@@ -43,19 +43,16 @@ from projections.index import IndexConfig
 from projections.query import Filters
 from projections.registry import Projector
 
-from . import cursors, render
+from . import cursors, render, views
 from ._rwlock import RWLock
 from .principals import LOCAL, Principal
 from .replication import Settings as ReplicationSettings
 from .scope import Seen
 
 if TYPE_CHECKING:
-    from projections.search import Hit
-
     from .replication.committer import ReplicatedCommitter
 
 log = logging.getLogger("convmem")
-CONTEXT_CAP = 50
 
 
 class MemoryService:
@@ -123,7 +120,7 @@ class MemoryService:
         def command(w: WriteTx) -> tuple[bool, Message]:
             old = self._live(w, message_id, expected_revision, principal)
             msg = messages.load(w, old)
-            meta = replace(old.metadata, **_keep_unseen(Seen(w, principal), old.metadata, patch))
+            meta = replace(old.metadata, **views.keep_unseen(Seen(w, principal), old.metadata, patch))
             new_content = content if content is not None and content != msg.content else None
             if new_content is None and meta == old.metadata:
                 return False, msg
@@ -236,7 +233,7 @@ class MemoryService:
         with self._read() as tx:
             state = self._live(tx, message_id, expected_revision, principal)
             data = messages.content(tx, state).encode("utf-8", "surrogatepass")
-        end = _range_end(data, offset, limit)
+        end = views.range_end(data, offset, limit)
         return {"status": "OK", "content_range": {
             "message_id": message_id, "revision": state.revision, "total_bytes": len(data),
             "content_offset": offset, "next_content_offset": end, "complete": end == len(data),
@@ -246,7 +243,7 @@ class MemoryService:
                 types: frozenset[str], *, principal: Principal = LOCAL) -> dict:
         with self._read() as tx:
             state = self._live(tx, message_id, None, principal)
-            walk = _ContextWalk(Seen(tx, principal))
+            walk = views.ContextWalk(Seen(tx, principal))
             focal = walk.take(message_id)
             nearest_first = reversed(history_index.before(tx, state.session_id, message_id, before))
             older = [walk.take(m) for m in nearest_first][::-1]
@@ -303,10 +300,10 @@ class MemoryService:
             seen = Seen(tx, principal)
             if flt.session_id is not None and not seen.session(flt.session_id):
                 return {"status": "OK", "results": []}
-            hits = self._hits(seen, query, flt, limit, boost, superseded)
+            hits = views.hits(seen, query, flt, limit, boost, superseded)
             budget, results = render.Budget(), list[dict]()
             for hit, by in hits:
-                item = self._result(seen, hit)
+                item = views.result(seen, hit)
                 if by is not None:
                     item["superseded_by"] = by
                 if context_size:
@@ -314,59 +311,9 @@ class MemoryService:
                 if not budget.take(item) and results:
                     break
                 if context_size:
-                    self._preview(seen, item, context_size, budget)
+                    views.preview(seen, item, context_size, budget)
                 results.append(item)
         return {"status": "OK", "results": results}
-
-    @staticmethod
-    def _hits(seen: Seen, query: str, flt: Filters, limit: int, boost: bool,
-              superseded: str) -> list[tuple[Hit, str | None]]:
-        """The best ``limit`` hits this principal sees that pass the ``superseded`` filter, each with
-        the message superseding it.  Hits that do not pass are left out after ranking: while they
-        leave fewer than ``limit``, the ranker is asked again for four times as many."""
-        from projections import search as search_index  # the ranker loads numpy: not at start-up
-        asked = limit
-        while True:
-            hits = search_index.search(seen.tx, query, flt, asked, context=boost)
-            kept = []
-            for hit in hits:
-                if not seen.session(hit.doc.session_id):
-                    continue
-                by = seen.superseded_by(hit.doc.message_id)
-                if (superseded == "exclude" and by is not None) or (superseded == "only" and by is None):
-                    continue
-                kept.append((hit, by))
-                if len(kept) == limit:
-                    return kept
-            if len(hits) < asked:
-                return kept
-            asked *= 4
-
-    @staticmethod
-    def _result(seen: Seen, hit: Hit) -> dict:
-        tx = seen.tx
-        state = messages.required(messages.get(tx, hit.doc.message_id))
-        item = seen.render(messages.load(tx, state))
-        item["score"] = hit.score
-        item["score_breakdown"] = hit.breakdown
-        item["matched_fields"] = [f for f in term_index.FIELDS if hit.breakdown[f] > 0]
-        item["relation_count"] = relations.count(tx, state.message_id) if not seen.limited else \
-            sum(1 for _, _, other in relations.edges(tx, state.message_id) if seen.message(other))
-        return item
-
-    @staticmethod
-    def _preview(seen: Seen, item: dict, size: int, budget: render.Budget) -> None:
-        """Fill ``context_preview`` nearest neighbours first, as far as the budget allows."""
-        tx, sid, mid = seen.tx, item["session_id"], item["message_id"]
-        preview = item["context_preview"]
-        for side, ids in (("before", reversed(history_index.before(tx, sid, mid, size))),
-                          ("after", history_index.after(tx, sid, mid, size))):
-            for other in ids:
-                neighbour = seen.render(messages.load(tx, messages.get(tx, other)))
-                if not budget.take(neighbour):
-                    break
-                preview[side].append(neighbour)
-        preview["before"].reverse()
 
     # -------------------------------------------------------- maintenance
     def rebuild(self, *, principal: Principal = LOCAL) -> dict:
@@ -434,89 +381,6 @@ class MemoryService:
             if self.replicated.refused:        # it can never write: say so even before a write tries
                 report.update(status="DEGRADED", last_error=self.last_error or self.replicated.refused)
         return report
-
-
-class _ContextWalk:
-    """Loads messages for the context view within the 50-message cap and the budget."""
-
-    def __init__(self, seen: Seen) -> None:
-        self.seen = seen
-        self.tx = seen.tx
-        self.count = 0
-        self.budget = render.Budget()
-        self.truncated = False
-
-    def take(self, message_id: str, wrapper: dict | None = None) -> dict | None:
-        """The message, counted against the cap and the budget (with the relation
-        entry ``wrapper`` around it, when it is one); None when it does not fit."""
-        if self.count >= CONTEXT_CAP:
-            self.truncated = True
-            return None
-        item = self.seen.render(messages.load(self.tx, messages.get(self.tx, message_id)))
-        if not self.budget.take({**wrapper, "message": item} if wrapper else item) and self.count:
-            self.truncated = True
-            return None
-        self.count += 1
-        return item
-
-    def relations(self, focal: str, depth: int, types: frozenset[str]) -> list[dict]:
-        seen, out, frontier = {focal}, list[dict](), [focal]
-        for level in range(1, depth + 1):
-            nxt = []
-            for node in frontier:
-                for direction, rtype, other in relations.edges(self.tx, node):
-                    if rtype not in types or other in seen or not self.seen.message(other):
-                        continue
-                    seen.add(other)
-                    entry = {"type": rtype, "direction": direction, "depth": level}
-                    if not messages.exists(self.tx, other):
-                        entry.update(message_id=other, status="deleted")
-                        if not self.budget.take(entry):        # deleted ends count against the budget too
-                            self.truncated = True
-                            return out
-                        out.append(entry)
-                        continue
-                    item = self.take(other, wrapper=entry)
-                    if item is None:
-                        return out
-                    out.append({**entry, "message": item})
-                    nxt.append(other)
-            frontier = nxt
-        return out
-
-
-def _keep_unseen(seen: Seen, old: Metadata, patch: dict) -> dict:
-    """A metadata patch from a limited principal, keeping the relations and source ids it
-    does not see (it was never shown them, so its new lists cannot mean to drop them)."""
-    if not seen.limited:
-        return patch
-    out = dict(patch)
-    if "relations" in patch:
-        hidden = tuple(r for r in old.relations if not seen.message(r[1]))
-        out["relations"] = tuple(dict.fromkeys(patch["relations"] + hidden))
-    if "source_message_ids" in patch:
-        hidden_ids = tuple(m for m in old.source_message_ids if not seen.message(m))
-        out["source_message_ids"] = tuple(dict.fromkeys(patch["source_message_ids"] + hidden_ids))
-    return out
-
-
-def _range_end(data: bytes, offset: int, limit: int) -> int:
-    """End of the range at ``offset``: shortened to a code-point boundary, or one
-    whole code point when the limit is smaller than it."""
-    if offset > len(data) or (offset < len(data) and _continuation(data[offset])):
-        raise ValidationError("content_offset: must be 0, the end, or a UTF-8 code-point boundary")
-    end = min(offset + limit, len(data))
-    while offset < end < len(data) and _continuation(data[end]):
-        end -= 1
-    if end == offset and offset < len(data):
-        end = offset + 1
-        while end < len(data) and _continuation(data[end]):
-            end += 1
-    return end
-
-
-def _continuation(byte: int) -> bool:
-    return byte & 0xC0 == 0x80
 
 
 def default_store_path() -> str:
