@@ -6,8 +6,11 @@
 
 A message line is the message object of docs/tools.md exactly (every field;
 ``tool_call_id`` and ``summary`` present only when set), compact JSON, UTF-8,
-keys in that order; lines are in message-id (creation) order, ids strictly
-increasing.  The header's ``messages`` is the number of message lines.
+keys in that order, then ``principal`` — who made the message's current
+revision — when the store knows it (an export from before principals has
+none: it still imports, recorded as made by ``import:jsonl``); lines are in
+message-id (creation) order, ids strictly increasing.  The header's
+``messages`` is the number of message lines.
 
 :func:`read` validates every line as ``write_message`` validates its
 arguments (same limits, same messages), plus the id, clock and revision
@@ -36,14 +39,25 @@ def header(count: int) -> str:
     return render.dumps({"format": FORMAT, "version": VERSION, "messages": count}) + "\n"
 
 
-def line(message: Message) -> str:
-    return render.dumps(render.message(message)) + "\n"
+def line(message: Message, principal: str | None = None) -> str:
+    item = render.message(message)
+    if principal is not None:
+        item["principal"] = principal
+    return render.dumps(item) + "\n"
+
+
+def principal_from_object(obj: Any) -> str | None:
+    """The ``principal`` of a message line (None when it has none), validated."""
+    if not isinstance(obj, dict) or "principal" not in obj:
+        return None
+    return validation.text(obj["principal"], "principal", min_bytes=1, max_bytes=256, no_nul=True)
 
 
 def message_from_object(obj: Any) -> Message:
     """A message from its JSON object (as :func:`line` writes it), validated."""
-    if not isinstance(obj, dict) or set(obj) != set(MESSAGE_KEYS):
-        raise ValidationError(f"message: must be an object with exactly {', '.join(MESSAGE_KEYS)}")
+    if not isinstance(obj, dict) or set(obj) - {"principal"} != set(MESSAGE_KEYS):
+        raise ValidationError(f"message: must be an object with exactly {', '.join(MESSAGE_KEYS)} "
+                              "(and optionally principal)")
     meta = validation.metadata_fields(obj["metadata"], "metadata")
     return Message(
         message_id=validation.ulid(obj["message_id"], "message_id"),
@@ -75,22 +89,23 @@ def read_header(first: str) -> int:
     return validation.integer(obj.get("messages"), "messages", 0, _MAX_INT)
 
 
-def read(lines: Iterable[str]) -> Iterator[Message]:
-    """The messages of an export, checked line by line; ``VALIDATION_ERROR``
-    names the line (``line 3: role: must be one of …``)."""
+def read(lines: Iterable[str]) -> Iterator[tuple[Message, str | None]]:
+    """The messages of an export with their principals, checked line by line;
+    ``VALIDATION_ERROR`` names the line (``line 3: role: must be one of …``)."""
     number, last, announced = 0, "", None
     for number, text in enumerate(lines, 1):
         try:
             if number == 1:
                 announced = read_header(text)
                 continue
-            msg = message_from_object(_parse(text))
+            obj = _parse(text)
+            msg, principal = message_from_object(obj), principal_from_object(obj)
             if msg.message_id <= last:
                 raise ValidationError("message_id: must be greater than the previous line's (export order)")
         except ValidationError as exc:
             raise ValidationError(f"line {number}: {exc.message}") from None
         last = msg.message_id
-        yield msg
+        yield msg, principal
     if announced is None:
         raise ValidationError("line 1: the file is empty (no export header)")
     if number - 1 != announced:
