@@ -11,6 +11,7 @@ authentication in tests — the principal ``local``).
 
 from __future__ import annotations
 
+import functools
 import hmac
 import logging
 
@@ -72,6 +73,12 @@ def current() -> Principal:
     if access is None or not access.claims or CLAIM not in access.claims:
         return LOCAL
     c = access.claims[CLAIM]
-    if c["name"] == DEFAULT.name and not c["read_only"] and not c["sessions"]:
+    return _principal(c["name"], bool(c["read_only"]), tuple(c["sessions"]))
+
+
+@functools.lru_cache(maxsize=256)
+def _principal(name: str, read_only: bool, sessions: tuple[str, ...]) -> Principal:
+    """The principal of a claim, built once (its patterns are compiled when it is made)."""
+    if name == DEFAULT.name and not read_only and not sessions:
         return DEFAULT
-    return Principal(c["name"], bool(c["read_only"]), tuple(c["sessions"]))
+    return Principal(name, read_only, sessions)

@@ -152,9 +152,9 @@ class TokenFile:
         self.path = path
         self._lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
-        self._by_id: dict[str, Entry] = {}
+        self._by_id: dict[str, tuple[Entry, Principal]] = {}
 
-    def _fresh(self) -> dict[str, Entry]:
+    def _fresh(self) -> dict[str, tuple[Entry, Principal]]:
         try:
             st = os.stat(self.path)
             stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -163,7 +163,8 @@ class TokenFile:
         if stamp != self._stamp:
             with self._lock:
                 if stamp != self._stamp:
-                    self._by_id = {e.token_id: e for e in read(self.path)} if stamp is not None else {}
+                    entries = read(self.path) if stamp is not None else []
+                    self._by_id = {e.token_id: (e, e.principal) for e in entries}
                     self._stamp = stamp
         return self._by_id
 
@@ -172,10 +173,10 @@ class TokenFile:
         parts = split(token)
         if parts is None:
             return None
-        entry = self._fresh().get(parts[0])
-        if entry is None or not hmac.compare_digest(_digest(entry.salt, parts[1]), entry.digest):
+        found = self._fresh().get(parts[0])
+        if found is None or not hmac.compare_digest(_digest(found[0].salt, parts[1]), found[0].digest):
             return None
-        return entry.principal
+        return found[1]
 
     def __repr__(self) -> str:
         return f"TokenFile({self.path!r})"
