@@ -228,3 +228,19 @@ def test_metadata_written_stays_stored_unchanged(store):
     svc, ids = store
     stored = call(svc, "read_messages", LOCAL, view="context", message_id=ids["inside"])["message"]["metadata"]
     assert stored["source_message_ids"] == [ids["outside"]]      # shown to a scoped reader without it
+
+
+def test_the_worked_example_of_docs_http(svc):
+    """Two agents share proj-a/*, a read-only third limited to sandbox/* is kept out."""
+    planner, coder = Principal("planner", sessions=("proj-a/*",)), Principal("coder", sessions=("proj-a/*",))
+    intern = Principal("intern", read_only=True, sessions=("sandbox/*",))
+    mid = written(svc, "proj-a/plan", "ship the parser on Friday", planner)
+    assert [r["message_id"] for r in call(svc, "search_messages", coder, query="parser Friday")["results"]] == [mid]
+    revs = call(svc, "read_messages", coder, view="revisions", message_id=mid)["revisions"]
+    assert revs[0]["principal"] == "planner"
+    assert call(svc, "search_messages", intern, query="parser Friday")["results"] == []
+    assert call(svc, "read_messages", intern, view="sessions")["sessions"] == []
+    with pytest.raises(NotFoundError):
+        call(svc, "read_messages", intern, view="context", message_id=mid)
+    with pytest.raises(ValidationError):
+        written(svc, "proj-a/plan", "sneaky", intern)
