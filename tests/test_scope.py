@@ -139,7 +139,7 @@ def _calls(ids: st.SearchStrategy[int]):
         st.tuples(st.just("search"), st.sampled_from(WORDS), st.one_of(st.none(), session),
                   st.sampled_from(("include", "exclude", "only")), st.integers(0, 2)),
         st.tuples(st.just("history"), session),
-        st.tuples(st.just("sessions")),
+        st.tuples(st.sampled_from(("sessions", "health", "rebuild"))),
         st.tuples(st.sampled_from(("content", "context", "revisions", "update", "delete", "relate")), ids),
         st.tuples(st.just("write"), session, ids),
     )
@@ -191,6 +191,10 @@ def _run(svc, principal: Principal, step: tuple, ids: list[str]) -> str | None:
             body = call(svc, "read_messages", principal, session_id=step[1])
         elif kind == "sessions":
             body = call(svc, "read_messages", principal, view="sessions")
+        elif kind == "health":
+            body = call(svc, "get_system_health", principal)
+        elif kind == "rebuild":
+            body = call(svc, "rebuild_index", principal)
         elif kind in ("content", "context", "revisions"):
             body = call(svc, "read_messages", principal, view=kind, message_id=ids[step[1]])
         elif kind == "update":
