@@ -32,9 +32,17 @@ def _key(message_id: str, revision: int) -> bytes:
     return to_bytes(message_id) + _REV.pack(revision)
 
 
+_CREATED = codec.array_head(1) + codec.dumps_text("created")
+_REWRITTEN = codec.array_head(1) + codec.dumps_text("rewritten")
+_NULL = codec.dumps(None)
+
+
 def _first(msg: Message, principal: str | None) -> tuple[bytes, bytes]:
-    what = "created" if msg.revision == 1 else "rewritten"
-    return _key(msg.message_id, msg.revision), codec.dumps([msg.updated_at, principal, [what]])
+    """The record of a written message: ``dumps([at, principal, [what]])``, composed (one a write)."""
+    return _key(msg.message_id, msg.revision), b"".join((
+        codec.array_head(3), codec.dumps_int(msg.updated_at),
+        _NULL if principal is None else codec.dumps_text(principal),
+        _CREATED if msg.revision == 1 else _REWRITTEN))
 
 
 def written(tx: Tx, msg: Message, principal: str | None) -> None:
