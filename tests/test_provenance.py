@@ -163,3 +163,13 @@ def test_a_written_message_record_is_the_canonical_cbor_of_its_value():
             msg = Message("01J" + "0" * 22 + "1", "s", "user", "t", 1_720_000_000_000, 1_720_000_000_000 + rev, rev)
             value = [msg.updated_at, principal, ["created" if rev == 1 else "rewritten"]]
             assert _first(msg, principal)[1] == codec.dumps(value)
+
+
+def test_an_importer_acts_as_import_source(tmp_path, store_path):
+    import import_samples as samples
+
+    from server.importers import run_import
+    root = samples.claude_code(str(tmp_path / "projects"))
+    assert run_import(store_path, "claude-code", [root])["written"] > 0
+    with EventStore(store_path, Projector()) as store, store.read() as tx:
+        assert {e.principal for _, e, _ in store.iter_events(tx)} == {"import:claude-code"}

@@ -104,7 +104,30 @@ def test_two_agents_over_http_and_a_revoked_token_refused_at_its_next_request(tm
         mid = wrote["message"]["message_id"]
         _, revs = _call(server.url, b, "read_messages", {"view": "revisions", "message_id": mid})
         assert revs["revisions"][0]["principal"] == "agent-a"
+        _, by_default = _call(server.url, server.token, "write_message",
+                              {"session_id": "other", "role": "user", "content": "from the single token"})
+        other = by_default["message"]["message_id"]
+        _, revs = _call(server.url, server.token, "read_messages", {"view": "revisions", "message_id": other})
+        assert revs["revisions"][0]["principal"] == "default"
+        assert _call(server.url, a, "read_messages", {"view": "revisions", "message_id": other})[1]["status"] == "ERROR"
         tokens.revoke(path, "agent-a")
         assert _call(server.url, a, "read_messages", {"view": "sessions"})[0] == 401
         assert _call(server.url, b, "read_messages", {"view": "sessions"})[0] == 200
         assert _call(server.url, "cmt_x_wrong", "read_messages", {"view": "sessions"})[0] == 401
+
+
+def test_the_token_commands(tmp_path, capsys):
+    from server.cli import main
+    store = str(tmp_path / "store")
+    assert main(["--store", store, "token", "add", "agent-a", "--read-only", "--sessions", "p/*", "q"]) == 0
+    token = capsys.readouterr().out.strip()
+    assert token.startswith("cmt_")
+    assert main(["--store", store, "token", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(e["name"], e["read_only"], e["sessions"]) for e in listed] == [("agent-a", True, ["p/*", "q"])]
+    assert main(["--store", store, "token", "add", "agent-a"]) == 2
+    assert main(["--store", store, "token", "revoke", "agent-a"]) == 0
+    assert main(["--store", store, "token", "revoke", "agent-a"]) == 2
+    capsys.readouterr()
+    assert main(["--store", store, "token", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
