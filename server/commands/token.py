@@ -77,10 +77,10 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json or not sys.stdout.isatty():
         print(json.dumps(listed, ensure_ascii=False))
         return 0
-    print(f"{'NAME':<24} {'ACCESS':<10} SESSIONS")
-    for e in listed:
-        print(f"{e['name']:<24} {'read-only' if e['read_only'] else 'read-write':<10} "
-              f"{' '.join(e['sessions']) or '(all)'}")
+    from ._out import Out, local_time
+    Out().table(["NAME", "ACCESS", "SESSIONS", "CREATED"],
+                [[e["name"], "read-only" if e["read_only"] else "read-write", " ".join(e["sessions"]) or "(all)",
+                  local_time(e["created_at"])] for e in listed])
     return 0
 
 
