@@ -23,7 +23,8 @@ version    type tag                         ``MessageWritten`` payload
 for null standing for default metadata.  In version 2 every payload may end
 with one more item, the event's principal (a text: who made it, never a
 secret); an event without it (written before principals were recorded, or by
-compaction) decodes with ``principal=None``.  Decoding upcasts version 1 events
+compaction) decodes with ``principal=None``.  A ``MessageDeleted`` with its
+time is ``[id, principal or null, deleted_at]``.  Decoding upcasts version 1 events
 (logs written before version 2 keep them until a compaction re-writes them).
 """
 
@@ -215,7 +216,9 @@ def _generic_body(event: Event) -> bytes:
         tag, payload = 3, [to_bytes(event.message_id)]
     else:
         raise TypeError(f"not an event: {type(event).__name__}")
-    if event.principal is not None:
+    if type(event) is MessageDeleted and event.deleted_at is not None:
+        payload += [event.principal, event.deleted_at]
+    elif event.principal is not None:
         payload.append(event.principal)
     return dumps([tag, VERSION, payload])
 
@@ -405,10 +408,14 @@ def decode_event(raw: bytes | memoryview) -> Event:
             _check(isinstance(mid, bytes) and type(rev) is int and type(upd) is int and _str_or_none(content))
             return MessageUpdated(to_str(mid), rev, upd, content, meta_in(meta), principal)
         if tag == 3:
-            principal = _principal(payload, 1)
-            mid = payload[0]
+            mid, deleted_at = payload[0], None
+            if len(payload) == 3:                  # [id, principal or null, time]
+                principal, deleted_at = payload[1], payload[2]
+                _check(_str_or_none(principal) and type(deleted_at) is int)
+            else:
+                principal = _principal(payload, 1)
             _check(isinstance(mid, bytes))
-            return MessageDeleted(to_str(mid), principal)
+            return MessageDeleted(to_str(mid), principal, deleted_at)
     except CorruptStoreError:
         raise
     except Exception as exc:  # any shape or CBOR problem means the bytes are bad

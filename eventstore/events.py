@@ -67,6 +67,7 @@ class MessageDeleted:
     TYPE = "MessageDeleted"
     message_id: str
     principal: str | None = None
+    deleted_at: int | None = None      # ms since the epoch; None in older logs
 
 
 Event = MessageWritten | MessageUpdated | MessageDeleted

@@ -4,9 +4,9 @@ Each event is one entry: its sequence number, time, principal (as its event
 records it; null for events from before principals, and for the messages a
 compaction wrote whole), what happened (``written``, ``updated``,
 ``deleted``), the message and its session, and for an update what changed
-(:func:`projections.revisions.changed`).  A deletion carries no time of its
-own: ``--since`` keeps every entry from the first one at or after that time
-on (the log is in commit order).  Reads the whole log in one read
+(:func:`projections.revisions.changed`).  A deletion from before deletions
+carried their time has none: ``--since`` keeps every entry from the first one
+at or after that time on (the log is in commit order).  Reads the whole log in one read
 transaction; the sessions of messages are learnt from their written events on
 the way, so a deleted message's entries still name its session.
 """
@@ -52,7 +52,7 @@ def _entry(seq: int, event, sessions: dict[str, str], metadata: dict[str, Metada
                 "revision": event.revision, "changed": revisions.changed(old, event)}
     if isinstance(event, MessageDeleted):
         metadata.pop(event.message_id, None)
-        return {"sequence": seq, "at": None, "principal": event.principal, "event": "deleted",
+        return {"sequence": seq, "at": event.deleted_at, "principal": event.principal, "event": "deleted",
                 "message_id": event.message_id, "session_id": sessions.pop(event.message_id, None),
                 "revision": None, "changed": []}
     raise TypeError(f"not an event: {type(event).__name__}")

@@ -142,7 +142,7 @@ class MemoryService:
             if state is None or (session_id is not None and state.session_id != session_id) \
                     or not principal.sees(state.session_id):
                 return False
-            w.append(MessageDeleted(message_id, principal.name))
+            w.append(MessageDeleted(message_id, principal.name, w.now_ms()))
             return True
         return {"status": "OK" if self._write(command) else "NOT_FOUND"}
 

@@ -12,7 +12,7 @@ from strategies import open_service
 
 from eventstore import codec
 from eventstore.errors import NotFoundError
-from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata
+from eventstore.events import Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.store import EventStore
 from projections import revisions as revision_model
 from projections.registry import Projector
@@ -113,7 +113,7 @@ def test_convmem_log_filters_by_principal_session_and_time(edited, capsys, store
     assert [(e["event"], e["message_id"], e["changed"]) for e in lines] == [
         ("updated", mid, ["content"]), ("updated", mid, ["tags", "importance"]), ("written", gone, []),
         ("deleted", gone, [])]
-    assert lines[-1]["session_id"] == "t"
+    assert lines[-1]["session_id"] == "t" and lines[-1]["at"] >= lines[-2]["at"]
     assert main(["--store", store_path, "log", "--json", "--session", "s"]) == 0
     assert {json.loads(x)["message_id"] for x in capsys.readouterr().out.splitlines()} == {mid}
     assert main(["--store", store_path, "log", "--json", "--since", str(lines[2]["at"] + 10**9)]) == 0
@@ -137,6 +137,14 @@ def test_replicated_records_carry_the_principal(tmp_path):
         with store.read() as tx:
             assert [e.principal for _, e, _ in store.iter_events(tx)] == ["agent-a", "agent-b"]
             assert [r["principal"] for r in revision_model.of(tx, msg.message_id)] == ["agent-a", "agent-b"]
+
+
+def test_a_deletion_records_who_and_when_and_an_old_one_still_decodes():
+    mid = "01J" + "0" * 22 + "1"
+    for event in (MessageDeleted(mid), MessageDeleted(mid, "a"), MessageDeleted(mid, "a", 7),
+                  MessageDeleted(mid, None, 7)):
+        assert codec.decode_event(codec.encode_event(event)) == event
+    assert codec.encode_event(MessageDeleted(mid)) == codec.encode_event(MessageDeleted(mid, None, None))
 
 
 def test_an_event_without_a_principal_decodes_as_before():
