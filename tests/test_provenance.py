@@ -181,3 +181,10 @@ def test_an_importer_acts_as_import_source(tmp_path, store_path):
     assert run_import(store_path, "claude-code", [root])["written"] > 0
     with EventStore(store_path, Projector()) as store, store.read() as tx:
         assert {e.principal for _, e, _ in store.iter_events(tx)} == {"import:claude-code"}
+
+
+@pytest.mark.anyio
+async def test_a_call_without_an_access_token_acts_as_local(mcp):
+    mid = (await mcp.write("over MCP"))["message_id"]
+    body = await mcp.ok("read_messages", view="revisions", message_id=mid)
+    assert [r["principal"] for r in body["revisions"]] == ["local"]
