@@ -43,7 +43,7 @@ from projections.index import IndexConfig
 from projections.query import Filters
 from projections.registry import Projector
 
-from . import cursors, render, views
+from . import cursors, render, validation, views
 from ._rwlock import RWLock
 from .principals import LOCAL, Principal
 from .replication import Settings as ReplicationSettings
@@ -104,7 +104,7 @@ class MemoryService:
 
         def command(w: WriteTx) -> Message:
             now = w.now_ms()
-            msg = Message(w.new_id(now), session_id, role, content, now, now, 1, metadata)
+            msg = validation.message(Message(w.new_id(now), session_id, role, content, now, now, 1, metadata))
             w.append(MessageWritten(msg, principal.name))
             return msg
         msg = self._write(command)
@@ -125,9 +125,10 @@ class MemoryService:
             if new_content is None and meta == old.metadata:
                 return False, msg
             updated_at = max(w.now_ms(), old.updated_at)
+            new = validation.message(replace(msg, content=msg.content if new_content is None else new_content,
+                                             metadata=meta, revision=old.revision + 1, updated_at=updated_at))
             w.append(MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta, principal.name))
-            return True, replace(msg, content=msg.content if new_content is None else new_content,
-                                 metadata=meta, revision=old.revision + 1, updated_at=updated_at)
+            return True, new
         changed, msg = self._write(command)
         if not principal.limited:
             return {"status": "OK", "changed": changed, "message": render.message(msg)}
@@ -147,21 +148,22 @@ class MemoryService:
         return {"status": "OK" if self._write(command) else "NOT_FOUND"}
 
     def restore_messages(self, batch: Sequence[Message], principals: Sequence[str | None] | None = None,
-                         default_principal: str = LOCAL.name) -> int:
+                         default_principal: str | None = LOCAL.name) -> int:
         """Write ``batch`` exactly as given — ids, timestamps, revisions,
         ``updated_at``, metadata — in one durable transaction (one
         ``MessageWritten`` event each, as compaction writes a message's current
         state); the number written.  A message whose id is live already is
         skipped when identical and refused (``CONFLICT``, nothing written)
         otherwise, so a re-run adds only what is missing.  New ids stay after
-        every id given so far.  For ``convmem import`` (validate first:
-        :func:`server.archive.message_from_object`).  ``principals``: each
-        message's principal as the archive gives it (None, or missing: ``default_principal``)."""
+        every id given so far.  For ``convmem import`` (messages read with
+        :func:`server.archive.read`).  ``principals``: each message's principal
+        as the archive gives it (None, or missing: ``default_principal``)."""
         given = list(principals) if principals is not None else [None] * len(batch)
 
         def command(w: WriteTx) -> int:
             written, top = 0, self.store.carried_meta(w).get(b"last_id", b"")
             for msg, by in zip(batch, given):
+                validation.message(msg)
                 state = messages.get(w, msg.message_id)
                 if state is not None:
                     if messages.load(w, state) != msg:

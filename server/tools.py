@@ -16,7 +16,7 @@ from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS
 from projections.query import Filters
 
 from . import validation as v
-from .principals import Principal
+from .principals import LOCAL, Principal
 from .schema import Args, Param, ToolSpec
 from .service import MemoryService
 
@@ -32,7 +32,7 @@ _ALL_RELATION_TYPES = '["' + '","'.join(RELATION_TYPES) + '"]'
 # --------------------------------------------------------- shared parameters
 def _session_id(description: str, **more) -> Param:
     return Param(name="session_id", type="string", description=description,
-                 min_bytes=1, max_bytes=256, no_nul=True, **more)
+                 min_bytes=1, max_bytes=v.MAX_SESSION_ID, no_nul=True, **more)
 
 
 def _message_id(description: str, **more) -> Param:
@@ -54,37 +54,37 @@ def _expected_revision(description: str, **more) -> Param:
 
 
 # ------------------------------------------------------------------ handlers
-def _write(svc: MemoryService, a: Args, p: Principal) -> dict:
+def _write(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     patch = a["metadata_json"]
     # default metadata is the codec's one object: the projections know its size by identity
     meta = v.apply_patch(DEFAULT_METADATA, patch) if patch else DEFAULT_METADATA
     return svc.write_message(a["session_id"], a["role"], a["content"], meta, principal=p)
 
 
-def _update(svc: MemoryService, a: Args, p: Principal) -> dict:
+def _update(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     return svc.update_message(a["message_id"], a["content"], a["metadata_json"], a["expected_revision"],
                               principal=p)
 
 
-def _history(svc: MemoryService, a: Args, p: Principal) -> dict:
+def _history(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     return svc.history(a["session_id"], a["limit"], a["cursor"], principal=p)
 
 
-def _content_range(svc: MemoryService, a: Args, p: Principal) -> dict:
+def _content_range(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     return svc.content_range(a["message_id"], a["content_offset"], a["content_limit"], a["expected_revision"],
                              principal=p)
 
 
-def _context(svc: MemoryService, a: Args, p: Principal) -> dict:
+def _context(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     return svc.context(a["message_id"], a["before"], a["after"], a["relation_depth"], a["relation_types_json"],
                        principal=p)
 
 
-def _sessions(svc: MemoryService, a: Args, p: Principal) -> dict:
+def _sessions(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     return svc.sessions(a["limit"], a["cursor"], principal=p)
 
 
-def _revisions(svc: MemoryService, a: Args, p: Principal) -> dict:
+def _revisions(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     return svc.revisions(a["message_id"], principal=p)
 
 
@@ -97,11 +97,11 @@ _VIEWS: dict[str, tuple[str, Callable[[MemoryService, Args, Principal], dict]]] 
 }
 
 
-def _read(svc: MemoryService, a: Args, p: Principal) -> dict:
+def _read(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     return _VIEWS[a["view"]][1](svc, a, p)
 
 
-def _search(svc: MemoryService, a: Args, p: Principal) -> dict:
+def _search(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     f = a["filters_json"]
     flt = Filters(session_id=a["session_id"], kinds=f.get("kinds", frozenset()), tiers=f.get("tiers", frozenset()),
                   tags=f.get("tags", ()), min_importance=a["min_importance"], roles=f.get("roles", frozenset()),
@@ -110,15 +110,15 @@ def _search(svc: MemoryService, a: Args, p: Principal) -> dict:
                       principal=p)
 
 
-def _delete(svc: MemoryService, a: Args, p: Principal) -> dict:
+def _delete(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     return svc.delete_message(a["message_id"], a["session_id"], principal=p)
 
 
-def _rebuild(svc: MemoryService, a: Args, p: Principal) -> dict:
+def _rebuild(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     return svc.rebuild(principal=p)
 
 
-def _health(svc: MemoryService, a: Args, p: Principal) -> dict:
+def _health(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     return svc.health(principal=p)
 
 

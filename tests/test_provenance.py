@@ -91,7 +91,10 @@ def test_export_import_carries_the_principal_and_an_older_export_still_imports(e
                   for i, line in enumerate(io.StringIO(text)))
     with _opened(str(tmp_path / "old")) as copy:
         assert transfer.write(copy, archive.read(io.StringIO(old))) == 1
-        assert revisions(copy, mid)[-1]["principal"] == "import:jsonl"
+        assert revisions(copy, mid)[-1]["principal"] is None
+        again = io.StringIO()
+        transfer.export(copy, again)
+        assert again.getvalue() == old
 
 
 class _opened:
