@@ -36,6 +36,7 @@ from typing import IO
 from eventstore.store import EventStore
 from projections.registry import Projector
 
+from ..principals import importer
 from . import claude_code, codex, positions
 from .options import Options
 from .reading import expand, objects
@@ -62,7 +63,8 @@ class Follower:
         self.store, self.source, self.module, self.paths = store, source, module, paths
         self.options = options or Options()
         self.report = report or Report(source)
-        self.writer = Writer(store, self.report, batch=self.options.batch, bulk=self.options.bulk)
+        self.writer = Writer(store, self.report, batch=self.options.batch, bulk=self.options.bulk,
+                             principal=importer(source).name)
         self.chunk = max(1, chunk)        # bytes of complete lines read in one part
         self.seen: dict[str, tuple[int, int, int, int]] = {}   # path → (device, inode, size, mtime) when last read
 

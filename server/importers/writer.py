@@ -57,11 +57,13 @@ Item = Turn | list[Turn]      # a turn, or turns that refer to one another (writ
 class Writer:
     def __init__(self, store: EventStore, report: Report, *, batch: int = BATCH, bulk: bool = True,
                  dry_run: bool = False, progress: Callable[[Report], None] | None = None,
-                 last: Callable[[WriteTx], None] | None = None) -> None:
-        """``last(w)`` runs in the transaction that ends the source (after its
+                 principal: str | None = None, last: Callable[[WriteTx], None] | None = None) -> None:
+        """``principal``: the name the events record (``import:<source>``).
+        ``last(w)`` runs in the transaction that ends the source (after its
         events; in a transaction of its own when the source gives nothing):
         where the source was read up to is kept with what was read."""
         self.store, self.report = store, report
+        self.principal = principal
         self.last = last
         # set: no turn to write can be in the store but as a message written after this event
         # (a follower reading on from its position): only those are read to know what is there
@@ -164,7 +166,7 @@ class Writer:
         meta = metadata(turn.tags, "long" if turn.kind == "semantic" else "short", turn.kind, _IMPORTANCE,
                         turn.tool_call_id, turn.summary, tuple(dict.fromkeys(rels)) if rels else (),
                         (turn.import_id,))
-        event = written(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta)
+        event = written(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta, self.principal)
         try:
             validation.message(event.message)
         except ValidationError as exc:
@@ -323,7 +325,8 @@ class _Plan:
         self.updated += 1
         if self.w is not None:
             self.w.append(MessageUpdated(mid, old.revision + 1, max(turn.timestamp, old.updated_at),
-                                         now.content if now.content != content else None, meta))
+                                         now.content if now.content != content else None, meta,
+                                         self.writer.principal))
 
     def finish(self) -> None:
         self._append(self.held)
