@@ -17,6 +17,7 @@ import threading
 import import_samples as samples
 import pytest
 
+from eventstore.events import MessageWritten
 from eventstore.store import EventStore
 from projections.registry import Projector
 from server.importers import Options, positions, run_import
@@ -34,6 +35,9 @@ def snapshot(store_path: str) -> dict[str, dict]:
     relations are named by their target's source turn)."""
     svc = MemoryService(store_path)
     try:
+        with svc.store.read() as tx:          # who wrote each message, as its event in the log says
+            writers = {event.message.message_id: event.principal for _, event, _ in svc.store.iter_events(tx)
+                       if isinstance(event, MessageWritten)}
         out: dict[str, dict] = {}
         for s in svc.sessions(1000, None)["sessions"]:
             history = svc.history(s["session_id"], 10_000, None)["history"]
@@ -43,7 +47,7 @@ def snapshot(store_path: str) -> dict[str, dict]:
                 meta = dict(m["metadata"])
                 meta["relations"] = [(r["type"], source.get(r["message_id"])) for r in meta["relations"]]
                 msgs[meta["source_message_ids"][0]] = (m["role"], m["content"], m["timestamp"], m["revision"],
-                                                       json.dumps(meta, sort_keys=True))
+                                                       json.dumps(meta, sort_keys=True), writers[m["message_id"]])
             # the time of a session's newest message is that of its summary when a one-shot import
             # writes a summary line after the file's other lines; a follower writes it as soon as its
             # leaf is read (docs/import.md): only that time can differ
