@@ -219,7 +219,7 @@ def changes(dirs: list[str], stop: threading.Event, poll: float, notify: bool) -
                            rust_timeout=int(RESCAN * 1000), yield_on_timeout=True):
                 yield
             return
-        except OSError as exc:      # no notifications here (a watch limit reached, a file system without)
+        except (OSError, RuntimeError) as exc:    # no notifications here (a watch limit, a file system without)
             log.warning("file-system notifications are not available (%s): polling every %s s", exc, poll)
     while not stop.wait(poll):
         yield
