@@ -385,3 +385,19 @@ def test_files_read_in_small_parts_give_the_same_messages(tmp_path, store_path, 
             assert all(p.offset == len(files[os.path.relpath(p.path, root)])
                        for p in positions.all_of(store, tx, "claude-code"))
     assert snapshot(store_path) == one_shot(tmp_path, "parts", "claude-code", files)
+
+
+def test_a_watcher_that_fails_falls_back_to_polling(tmp_path, monkeypatch, caplog):
+    from server.importers import follow as following
+
+    def broken(*dirs, **options):
+        raise OSError(28, "inotify watch limit reached")
+        yield                                   # a generator, as watchfiles.watch is
+    monkeypatch.setattr(following, "_watchfiles", lambda: broken)
+    stop = threading.Event()
+    ticks = following.changes([str(tmp_path)], stop, 0.01, True)
+    next(ticks)                                 # polled: it goes on
+    next(ticks)
+    stop.set()
+    assert list(ticks) == []
+    assert "polling every 0.01 s" in caplog.text
