@@ -20,22 +20,24 @@ thread or by a lone caller, so the two never overlap, and each transaction
 begins and ends inside one call on one thread.  A command arriving while
 another is pending always queues, so commands commit in the order they were
 submitted, as with one writer.
+
+A bulk command (an import's batch) never joins a group: it runs in a bulk
+transaction of its own, on the caller's thread, once the commits before it
+are done.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future
 
+from .committer import Command, Committer
 from .errors import StoreIOError
-from .store import EventStore, WriteTx
-
-Command = Callable[[WriteTx], object]
+from .store import EventStore
 
 
-class GroupCommitter:
+class GroupCommitter(Committer):
     def __init__(self, store: EventStore, max_group: int = 256) -> None:
         self._store = store
         self._max = max_group
@@ -50,7 +52,7 @@ class GroupCommitter:
         self._thread = threading.Thread(target=self._loop, name="convmem-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, command: Command) -> object:
+    def submit(self, command: Command, *, bulk: bool = False) -> object:
         """Run ``command`` in a durable commit; its result, or its error raised here."""
         with self._state:
             if self._closed:
@@ -58,6 +60,11 @@ class GroupCommitter:
             lone = self._pending == 0
             self._pending += 1
         try:
+            if bulk:
+                with self._commit_lock:
+                    result = self._store.execute(command, bulk=True)
+                self._count(1, lone=True)
+                return result
             if lone and self._commit_lock.acquire(blocking=False):
                 try:
                     result = self._store.execute(command)

@@ -364,6 +364,11 @@ class EventStore:
         for k, v in carried.items():
             w.txn.put(k, v, db=w.db("meta"))
 
+    def raise_last_id(self, w: WriteTx, top: bytes) -> None:
+        """New ids stay after ``top`` (16 bytes: a message id written as given — an
+        export's, another node's); nothing changes when the last id is there already."""
+        meta.raise_last_id(w.txn, w.db("meta"), top)
+
     def caller_values(self, tx: Tx, prefix: bytes) -> dict[bytes, bytes]:
         """A caller's own values in the meta: those whose keys start with ``prefix`` (under ``follow/``)."""
         return meta.caller_values(tx.txn, tx.db("meta"), prefix)

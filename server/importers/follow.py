@@ -33,6 +33,7 @@ from dataclasses import replace
 from types import ModuleType
 from typing import IO
 
+from eventstore.committer import Submits
 from eventstore.store import EventStore
 from projections.registry import Projector
 
@@ -56,7 +57,8 @@ class Follower:
     """Reads what is new in a source's files into an open store."""
 
     def __init__(self, store: EventStore, source: str, paths: list[str], options: Options | None = None,
-                 report: Report | None = None, chunk: int = CHUNK) -> None:
+                 report: Report | None = None, chunk: int = CHUNK, committer: Submits | None = None) -> None:
+        """``committer``: what the writes are submitted to (see :class:`.writer.Writer`)."""
         module = SOURCES.get(source)
         if module is None:
             raise ValueError(f"source: must be one of {', '.join(SOURCES)} to be followed")
@@ -64,7 +66,7 @@ class Follower:
         self.options = options or Options()
         self.report = report or Report(source)
         self.writer = Writer(store, self.report, batch=self.options.batch, bulk=self.options.bulk,
-                             principal=importer(source).name)
+                             principal=importer(source).name, committer=committer)
         self.chunk = max(1, chunk)        # bytes of complete lines read in one part
         self.seen: dict[str, tuple[int, int, int, int]] = {}   # path → (device, inode, size, mtime) when last read
 
