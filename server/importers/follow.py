@@ -42,7 +42,7 @@ from . import claude_code, codex, positions
 from .options import Options
 from .reading import expand, objects
 from .turns import Report, Turn
-from .writer import Writer
+from .writer import Writer, own_committer
 
 SOURCES: dict[str, ModuleType] = {m.NAME: m for m in (claude_code, codex)}
 CHUNK = 8 << 20         # bytes read in one part (each part one or more transactions)
@@ -253,7 +253,13 @@ def command(args, store_path: str) -> int:
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     store = EventStore(store_path, Projector())
-    follower = Follower(store, args.source, args.paths, options)
+    try:
+        committer = own_committer(store)
+    except BaseException:
+        store.close()
+        signal.signal(signal.SIGTERM, previous)
+        raise
+    follower = Follower(store, args.source, args.paths, options, committer=committer)
 
     def swept(written: int) -> None:
         if written:
@@ -267,6 +273,7 @@ def command(args, store_path: str) -> int:
         print(f"import {args.source} --follow: stopped", file=sys.stderr)
         return 130
     finally:
+        committer.close()
         store.close()
         signal.signal(signal.SIGTERM, previous)
     print(f"import {args.source} --follow: stopped", file=sys.stderr)
