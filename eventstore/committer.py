@@ -73,11 +73,4 @@ class Committer(Submits, Protocol):
 CommitterFactory = Callable[[EventStore, LiveEvents, Callable[[], AbstractContextManager]], Committer]
 
 
-def group_committer(store: EventStore, live: LiveEvents,
-                    exclusive: Callable[[], AbstractContextManager]) -> Committer:
-    """The committer of a store of its own (:class:`~eventstore.group_commit.GroupCommitter`)."""
-    from .group_commit import GroupCommitter
-    return GroupCommitter(store)
-
-
-__all__ = ["Command", "Committer", "CommitterFactory", "LiveEvents", "Submits", "group_committer"]
+__all__ = ["Command", "Committer", "CommitterFactory", "LiveEvents", "Submits"]

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
 
-from .committer import Command, Committer
+from .committer import Command, Committer, LiveEvents
 from .errors import StoreIOError
 from .store import EventStore
 
@@ -129,3 +131,9 @@ class GroupCommitter(Committer):
                 future.set_result(value)
             else:
                 future.set_exception(value)  # type: ignore[arg-type]
+
+
+def group_committer(store: EventStore, live: LiveEvents,
+                    exclusive: Callable[[], AbstractContextManager]) -> Committer:
+    """The committer of a store of its own, as a :data:`~.committer.CommitterFactory`."""
+    return GroupCommitter(store)

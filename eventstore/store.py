@@ -356,17 +356,14 @@ class EventStore:
 
     # ------------------------------------------------------------------ meta
     def carried_meta(self, tx: Tx) -> dict[bytes, bytes]:
-        """The meta a compacted copy keeps besides the counters: the last id and
-        the cursor secret (see :meth:`restore_meta`)."""
+        """The meta a compacted copy keeps besides the counters (see :meth:`restore_meta`)."""
         return meta.carried(tx.txn, tx.db("meta"))
 
     def restore_meta(self, w: WriteTx, carried: dict[bytes, bytes]) -> None:
         for k, v in carried.items():
             w.txn.put(k, v, db=w.db("meta"))
 
-    def raise_last_id(self, w: WriteTx, top: bytes) -> None:
-        """New ids stay after ``top`` (16 bytes: a message id written as given — an
-        export's, another node's); nothing changes when the last id is there already."""
+    def raise_last_id(self, w: WriteTx, top: bytes) -> None:   # ``top``: an id given (an export's, a node's)
         meta.raise_last_id(w.txn, w.db("meta"), top)
 
     def caller_values(self, tx: Tx, prefix: bytes) -> dict[bytes, bytes]:

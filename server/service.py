@@ -22,7 +22,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from eventstore.committer import Command, Committer, CommitterFactory, group_committer
+from eventstore.committer import Command, Committer, CommitterFactory
 from eventstore.compaction import compact
 from eventstore.errors import (
     ConflictError,
@@ -33,6 +33,7 @@ from eventstore.errors import (
     ValidationError,
 )
 from eventstore.events import KINDS, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
+from eventstore.group_commit import group_committer
 from eventstore.ids import to_bytes, to_str
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history as history_index
