@@ -137,11 +137,12 @@ class Writer:
         return run
 
     def _batch(self) -> None:
-        taken: list[Item] = []      # a transaction run again (a full map) takes these again first
+        taken: list[Item] = []      # a transaction run again (full map, stream moved on) takes these first
 
         def plan(tx: Tx, w: WriteTx | None) -> _Plan:
             batch = _Plan(self, tx, w)
-            if taken:
+            if taken:       # run again: the store may hold more now (a replicated node caught up meanwhile)
+                self.known = {}
                 batch.take(taken)
             while run := self._run(batch.count):
                 taken.extend(run)
