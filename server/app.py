@@ -41,6 +41,7 @@ from ._process import in_thread, settle_heap
 from ._stdio import MessageReader, MessageWriter, StdinLines, StdoutLines, claimed_stdio, until_signal
 from .service import MemoryService
 from .tools import BY_NAME, TOOLS
+from .validation import MAX_DIGITS, NumberTooLong, json_integer
 
 log = logging.getLogger("convmem")
 VERSION = "0.1.0"
@@ -182,7 +183,11 @@ def _unreadable_reply(exc: Exception) -> types.JSONRPCError | None:
     try:
         if not isinstance(line, (str, bytes, bytearray)):
             raise TypeError("no line")
-        message = json.loads(line)
+        message = json.loads(line, parse_int=json_integer)
+    except RecursionError:      # valid JSON perhaps, but nested deeper than any parser here goes
+        return error(None, types.PARSE_ERROR, "Parse error: the line nests arrays or objects too deeply")
+    except NumberTooLong:
+        return error(None, types.PARSE_ERROR, f"Parse error: a number in the line has more than {MAX_DIGITS} digits")
     except (TypeError, ValueError):
         return error(None, types.PARSE_ERROR, "Parse error: the line is not JSON")
     if not isinstance(message, dict):

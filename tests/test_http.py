@@ -85,6 +85,14 @@ def test_convmem_token_creates_a_private_token_beside_the_store_once(store_path)
         assert f.read().strip() == token
 
 
+def test_a_generated_token_never_begins_with_a_dash_and_holds_only_letters_and_digits(tmp_path):
+    from server.auth import ensure_token
+    tokens = {ensure_token(str(tmp_path / f"token-{i}")) for i in range(500)}
+    assert len(tokens) == 500
+    for token in tokens:
+        assert token.isascii() and token.isalnum() and len(token) >= 32, token
+
+
 def test_a_token_file_readable_by_others_is_refused(tmp_path, store_path):
     path = tmp_path / "token"
     path.write_text("a-long-enough-token-0123456789\n")

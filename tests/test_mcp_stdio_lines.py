@@ -101,3 +101,38 @@ async def test_lines_are_taken_as_they_arrive_and_a_message_for_the_sdk_holds_th
     finally:
         await reader.aclose()
         os.close(read_end)
+
+
+# ------------------------------------------------------------------ hostile lines, end to end
+DEEP = 1000                 # past the parsers' nesting limits (Python's json recursion, pydantic's 200)
+
+
+def test_a_line_nested_or_numbered_past_every_parser_is_answered_and_serving_goes_on(store_path, tmp_path):
+    from test_mcp_stdio import RawServer, write_args
+
+    server = RawServer(store_path, tmp_path / "stderr.log")
+    call = '{{"jsonrpc":"2.0","id":{rid},"method":"tools/call","params":{{"name":"write_message","arguments":{args}}}}}'
+    nested = '{"a":' * DEEP + "1" + "}" * DEEP
+    hostile = {
+        "bare arrays": "[" * DEEP + "]" * DEEP,
+        "bare objects": nested,
+        "unclosed, 4 MiB": "[" * (4 << 20),
+        "deep arguments": call.format(rid=90, args="[" * DEEP + "]" * DEEP),
+        "deep params": '{"jsonrpc":"2.0","id":91,"method":"tools/list","params":' + nested + "}",
+        "5,000 digits": call.format(rid=92, args='{"session_id":"s","content":"x","n":' + "9" * 5000 + "}"),
+    }
+    try:
+        server.initialize()
+        for name, line in hostile.items():
+            server.send_raw(line)
+            reply = server.next_message()
+            assert reply["error"]["code"] in (-32700, -32600), name
+            assert set(reply) == {"jsonrpc", "id", "error"}, name
+            assert len(reply["error"]["message"]) < 100, name            # nothing of the line echoed
+            is_error, body = server.call("write_message", write_args(name))
+            assert not is_error, (name, body)
+        is_error, body = server.call("read_messages", {"session_id": "s", "limit": 100})
+        assert [m["content"] for m in body["history"]] == list(hostile)
+    finally:
+        server.finish()
+    assert b"Traceback" not in (tmp_path / "stderr.log").read_bytes()

@@ -9,6 +9,8 @@ import importlib.util
 import os
 import sys
 
+from eventstore.files import make_private_dir
+
 from ..replication import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, parse_settings
 from ._common import CommandError, check_usable, store_path
 
@@ -58,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     path = store_path(args)
     check_usable(path)
+    _create(path)
     options = {"replication": _replication(args)} if args.replicate is not None else {}
     if args.http is not None:
         return _serve_http(path, args, options)
@@ -71,6 +74,17 @@ def _run(args: argparse.Namespace) -> int:
     fast_calls = os.environ.get(FASTCALL_ENV, "1") != "0"
     anyio.run(lambda: serve_stdio(path, fast_calls=fast_calls, **options))
     return 0
+
+
+def _create(path: str) -> None:
+    """Create the store directory (as the store would on opening it) before serving, so a
+    path that cannot hold a store stops ``serve`` at start instead of failing every call."""
+    try:
+        make_private_dir(path)
+    except OSError as exc:
+        raise CommandError(f"cannot create the store directory {path}: {exc.strerror or exc}") from None
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        raise CommandError(f"cannot use the store directory {path}: it is not readable and writable by this user")
 
 
 def _replication(args: argparse.Namespace) -> Settings:
