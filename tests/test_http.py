@@ -134,6 +134,18 @@ def test_a_body_that_is_not_json_gets_a_json_rpc_error_not_a_traceback(server):
     assert last_sequence(server) == 0
 
 
+def test_a_body_that_is_json_but_not_a_message_gets_32600_and_a_message_that_repeats_nothing(server):
+    for raw in (b"[]", b'["secret-marker"]', b"1", b'"secret-marker"', b'{"jsonrpc": "2.0", "x": "secret-marker"}',
+                b'[{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"secret-marker":1}}]'):
+        answer = post(server, None, content=raw)
+        assert answer.status_code == 400, raw
+        body = answer.json()
+        assert body["id"] is None and body["error"]["code"] == -32600, raw
+        assert "secret-marker" not in answer.text and "pydantic" not in answer.text and "http" not in answer.text
+        assert len(body["error"]["message"]) < 120
+    assert last_sequence(server) == 0
+
+
 def test_a_wrong_content_type_or_accept_header_is_refused(server):
     assert post(server, WRITE, headers={"Content-Type": "text/plain"}).status_code in (400, 415)
     assert post(server, WRITE, headers={"Accept": "text/html"}).status_code == 406
