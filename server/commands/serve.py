@@ -33,7 +33,8 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="another Origin to accept, e.g. https://example.org (repeatable)")
     p.add_argument("--read-timeout", type=float, default=30.0, metavar="SECONDS",
-                   help="close a connection that sends nothing for this long while a request is due (default 30)")
+                   help="close a connection whose request has not arrived whole (headers and body) this long "
+                        "after the connection opened or its previous answer (default 30)")
     p.add_argument("--replicate", metavar="nats://HOST:PORT[,…]", default=None,
                    help="replicated mode: the event log lives on NATS JetStream at these servers "
                         "(needs the 'replication' extra; docs/replication.md)")
