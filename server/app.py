@@ -38,7 +38,16 @@ from eventstore.errors import ConvMemError, InternalError
 from . import render
 from ._inflight import InFlight
 from ._process import in_thread, settle_heap
-from ._stdio import MessageReader, MessageWriter, StdinLines, StdoutLines, claimed_stdio, until_signal
+from ._stdio import (
+    MAX_LINE,
+    LineTooLong,
+    MessageReader,
+    MessageWriter,
+    StdinLines,
+    StdoutLines,
+    claimed_stdio,
+    until_signal,
+)
 from .service import MemoryService
 from .tools import BY_NAME, TOOLS
 from .validation import MAX_DIGITS, NumberTooLong, json_integer
@@ -175,6 +184,8 @@ async def _answer_unreadable(writer: MessageWriter[SessionMessage], exc: Excepti
 
 def _unreadable_reply(exc: Exception) -> types.JSONRPCError | None:
     """The error answering the line behind ``exc``; None for a notification or a response."""
+    if isinstance(exc, LineTooLong):
+        return error(None, types.INVALID_REQUEST, f"Invalid request: the line is longer than {MAX_LINE} bytes")
     line = None
     errors = getattr(exc, "errors", None)
     if callable(errors):

@@ -15,7 +15,7 @@ import threading
 import anyio
 import pytest
 
-from server._stdio import MessageReader, StdinLines, StdoutLines
+from server._stdio import LineTooLong, MessageReader, StdinLines, StdoutLines
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 30                # a bound against hanging, not a timing assertion
@@ -119,6 +119,7 @@ def test_a_line_nested_or_numbered_past_every_parser_is_answered_and_serving_goe
         "unclosed, 4 MiB": "[" * (4 << 20),
         "deep arguments": call.format(rid=90, args="[" * DEEP + "]" * DEEP),
         "deep params": '{"jsonrpc":"2.0","id":91,"method":"tools/list","params":' + nested + "}",
+        "17 MiB": call.format(rid=93, args='{"session_id":"s","role":"user","content":"' + "x" * (17 << 20) + '"}'),
         "5,000 digits": call.format(rid=92, args='{"session_id":"s","content":"x","n":' + "9" * 5000 + "}"),
     }
     try:
@@ -136,3 +137,28 @@ def test_a_line_nested_or_numbered_past_every_parser_is_answered_and_serving_goe
     finally:
         server.finish()
     assert b"Traceback" not in (tmp_path / "stderr.log").read_bytes()
+
+
+def test_a_line_past_the_bound_is_dropped_as_it_arrives_and_reported_in_its_place():
+    read_end, write_end = os.pipe()
+    lines = StdinLines(read_end, max_line=1000)
+    got: list[str | LineTooLong] = []
+
+    def feed(data: bytes) -> None:
+        os.write(write_end, data)
+        lines.read()
+        while (line := lines.line()) is not None:
+            got.append(line)
+    try:
+        feed(b"short\n" + b"x" * 999 + b"\n")
+        for _ in range(20):                     # 20,000 bytes of one line, arriving in parts
+            feed(b"y" * 1000)
+        feed(b"y\nafter\n" + b"z" * 1001 + b"\n" + b"w" * 3000)
+        os.close(write_end)
+        lines.read()
+        while (line := lines.line()) is not None:
+            got.append(line)
+    finally:
+        os.close(read_end)
+    assert [g if isinstance(g, str) else "TOO LONG" for g in got] == [
+        "short\n", "x" * 999 + "\n", "TOO LONG", "after\n", "TOO LONG", "TOO LONG"]
