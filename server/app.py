@@ -133,9 +133,9 @@ def build_server(store_path: str, *, settle: bool = False, opened: Callable[[App
             open_error = exc
             log.error("cannot open the store at %s: %s", store_path, exc.message)
         state = AppState(service, open_error, writer, calls)
-        if opened is not None:
-            opened(state)
         try:
+            if opened is not None:
+                opened(state)
             yield state
         finally:
             calls.shutdown(wait=True)
@@ -221,7 +221,8 @@ async def serve_stdio(store_path: str, *, fast_calls: bool = True, **service_opt
             reader: MessageReader[SessionMessage] | None = None
             try:
                 writer = MessageWriter(out, line_of, sent=fast.sent)
-                server = build_server(store_path, settle=True, opened=fast.opened, **service_options)
+                server = build_server(store_path, settle=True, opened=functools.partial(_required, fast.opened),
+                                      **service_options)
                 unreadable = functools.partial(_answer_unreadable, writer)
                 reader = MessageReader(lines, parse_line, unreadable, take=fast.take, drain=fast.drain)
                 await server.run(reader, writer, server.create_initialization_options())
@@ -234,6 +235,14 @@ async def serve_stdio(store_path: str, *, fast_calls: bool = True, **service_opt
 
 
 _SHUTDOWN_WRITE_TIMEOUT = 1.0       # the SDK's bound on its shutdown answer
+
+
+def _required(then: Callable[[AppState], None], state: AppState) -> None:
+    """A serving process does not run without its store: the error that kept it closed
+    ends the server before it reads a line (``convmem serve`` reports it, exit 2)."""
+    if state.open_error is not None:
+        raise state.open_error
+    then(state)
 
 
 # ------------------------------------------------------------------ the stdio fast path

@@ -36,10 +36,10 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
 
-from eventstore.errors import ValidationError
+from eventstore.errors import ConvMemError, ValidationError
 
 from ._connections import Connections, Deadlines
-from .app import build_server
+from .app import AppState, build_server
 from .auth import StaticTokenVerifier
 
 log = logging.getLogger("convmem")
@@ -142,9 +142,10 @@ def security(settings: HttpSettings) -> TransportSecuritySettings:
                                      allowed_origins=origins)
 
 
-def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False, **service_options):
+def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False,
+              opened: Callable[[AppState], None] | None = None, **service_options):
     """The Starlette app: the SDK's streamable HTTP app around our server."""
-    server = build_server(store_path, settle=settle, **service_options)
+    server = build_server(store_path, settle=settle, opened=opened, **service_options)
     auth: dict = {}
     if settings.token is not None:
         # AuthSettings wants an issuer; there is none (a static token), so it names this server.
@@ -251,7 +252,14 @@ async def serve_http(store_path: str, settings: HttpSettings, **service_options)
     connections = Connections(settings.read_timeout, settings.max_unproven,
                               verifier.verify_token if verifier is not None else None)
     # proxy_headers off: X-Forwarded-* from a client is not trusted (and is one middleware less per request)
-    app = Deadlines(RequestErrors(build_app(store_path, settings, settle=True, **service_options)), connections)
+    unopened: list[ConvMemError] = []
+
+    def opened(state: AppState) -> None:         # no store, no server: stop before serving anything
+        if state.open_error is not None:
+            unopened.append(state.open_error)
+            server.should_exit = True
+    app = Deadlines(RequestErrors(build_app(store_path, settings, settle=True, opened=opened, **service_options)),
+                    connections)
     # http: uvicorn takes any factory of an asyncio.Protocol there (it calls it with its protocol's arguments)
     config = uvicorn.Config(app, http=connections.protocol, ws="none", lifespan="on",  # type: ignore[arg-type]
                             log_config=None, access_log=False, server_header=False, proxy_headers=False,
@@ -271,3 +279,5 @@ async def serve_http(store_path: str, settings: HttpSettings, **service_options)
         await server.serve(sockets=[sock])
     finally:
         announcer.cancel()
+    if unopened:
+        raise unopened[0]

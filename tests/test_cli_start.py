@@ -69,3 +69,15 @@ def test_a_log_level_from_the_environment_that_is_not_one_is_a_usage_error(store
 def test_a_log_level_from_the_environment_in_any_case_is_taken(store_path):
     done = cli("status", "--store", store_path, env={"CONVMEM_LOG_LEVEL": "warning"})
     assert "CONVMEM_LOG_LEVEL" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("transport", [(), ("--http", "127.0.0.1:0")], ids=["stdio", "http"])
+def test_serve_on_a_store_that_cannot_be_opened_exits_2_before_serving(tmp_path, transport):
+    store = tmp_path / "store"
+    store.mkdir(mode=0o700)
+    (store / "data.mdb").write_bytes(b"not an LMDB file " * 4096)
+    done = cli("serve", "--store", str(store), *transport)
+    assert done.returncode == 2, done.stderr
+    assert f"convmem: cannot open the store at {store}: CORRUPT_STORE: " in done.stderr
+    assert "serving MCP" not in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""

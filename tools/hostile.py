@@ -497,7 +497,8 @@ def dribble(url: str, token: str, *, sockets: int = 1000, interval: float = 2.0,
     # "Connection: close": the server closes after each answer, so each call of ``fresh`` is a new connection
     with httpx2.Client(timeout=60, headers=headers) as kept, \
             httpx2.Client(timeout=60, headers={**headers, "Connection": "close"}) as fresh:
-        kept.post(url, json=_call(0, *calls[0])).raise_for_status()
+        for name, arguments in calls:          # warm up: a tool's first call pays for its imports and caches
+            kept.post(url, json=_call(0, name, arguments)).raise_for_status()
         thread.start()
         end = time.perf_counter() + seconds
         n = 0

@@ -9,6 +9,7 @@ import importlib.util
 import os
 import sys
 
+from eventstore.errors import ConvMemError
 from eventstore.files import make_private_dir
 
 from ..replication import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, parse_settings
@@ -73,8 +74,25 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError("stdin or stdout is closed: `convmem serve` reads MCP requests on stdin and "
                            "answers on stdout (an MCP host connects both)")
     fast_calls = os.environ.get(FASTCALL_ENV, "1") != "0"
-    anyio.run(lambda: serve_stdio(path, fast_calls=fast_calls, **options))
+    try:
+        anyio.run(lambda: serve_stdio(path, fast_calls=fast_calls, **options))
+    except Exception as exc:
+        raise _unopened(path, exc) from None
     return 0
+
+
+def _unopened(path: str, exc: Exception) -> Exception:
+    """What to raise for ``exc``, which ended the server: the store's error that kept it from
+    opening (found inside the task groups' exception groups) as a :class:`CommandError`, else
+    ``exc`` itself."""
+    leaves: list[BaseException] = [exc]
+    while leaves:
+        leaf = leaves.pop(0)
+        if isinstance(leaf, ConvMemError):
+            return CommandError(f"cannot open the store at {path}: {leaf.code}: {leaf.message}")
+        if isinstance(leaf, BaseExceptionGroup):
+            leaves.extend(leaf.exceptions)
+    return exc
 
 
 def _create(path: str) -> None:
@@ -116,4 +134,6 @@ def _serve_http(store: str, args: argparse.Namespace, options: dict) -> int:
         asyncio.run(serve_http(store, settings, **options))
     except OSError as exc:
         raise CommandError(f"cannot listen on {args.http}: {exc.strerror or exc}") from None
+    except ConvMemError as exc:
+        raise _unopened(store, exc) from None
     return 0
