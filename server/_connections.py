@@ -44,6 +44,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 log = logging.getLogger("convmem")
 
 Peer = tuple[str, int]
+LOG_EVERY = 1000                # closings logged: the first, then one in this many
 Verify = Callable[[str], Awaitable[object | None]]       # a bearer token → something, or None when wrong
 
 
@@ -59,8 +60,8 @@ class Connections:
         self.verify = verify
         self._by_peer: dict[Peer, Connection] = {}
         self._unproven: OrderedDict[Connection, None] = OrderedDict()   # oldest first
-        self.evicted = 0
-        self.late = 0
+        self.evicted = 0                # connections closed to keep the budget
+        self.late = 0                   # connections closed by the deadline
 
     def protocol(self, **uvicorn_arguments: Any) -> Connection:
         """The factory given to ``uvicorn.Config(http=...)``: uvicorn calls it with the
@@ -80,7 +81,9 @@ class Connections:
         if len(self._unproven) > self.max_unproven:
             oldest, _ = self._unproven.popitem(last=False)
             self.evicted += 1
-            log.debug("closed the oldest connection without the token (%d kept at most)", self.max_unproven)
+            if self.evicted % LOG_EVERY == 1:
+                log.info("closed %d connection(s) so far that had not shown the token, the oldest of more than %d",
+                         self.evicted, self.max_unproven)
             oldest.abort()
 
     def proven(self, connection: Connection) -> None:
@@ -185,8 +188,9 @@ class Connection(asyncio.Protocol):
             self._timer = self._loop.call_at(self._due, self._check)
             return
         self._connections.late += 1
-        log.debug("closed a connection whose request did not arrive whole within %.1f s",
-                  self._connections.read_timeout)
+        if self._connections.late % LOG_EVERY == 1:
+            log.info("closed %d connection(s) so far whose request did not arrive whole within %.1f s",
+                     self._connections.late, self._connections.read_timeout)
         self.abort()
 
 
