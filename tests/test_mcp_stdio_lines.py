@@ -16,6 +16,8 @@ import anyio
 import pytest
 
 from server._stdio import LineTooLong, MessageReader, StdinLines, StdoutLines
+from server.service import MemoryService
+from tools.hostile import hostile_lines, stdio_lines
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 30                # a bound against hanging, not a timing assertion
@@ -104,39 +106,20 @@ async def test_lines_are_taken_as_they_arrive_and_a_message_for_the_sdk_holds_th
 
 
 # ------------------------------------------------------------------ hostile lines, end to end
-DEEP = 1000                 # past the parsers' nesting limits (Python's json recursion, pydantic's 200)
-
-
 def test_a_line_nested_or_numbered_past_every_parser_is_answered_and_serving_goes_on(store_path, tmp_path):
-    from test_mcp_stdio import RawServer, write_args
-
-    server = RawServer(store_path, tmp_path / "stderr.log")
-    call = '{{"jsonrpc":"2.0","id":{rid},"method":"tools/call","params":{{"name":"write_message","arguments":{args}}}}}'
-    nested = '{"a":' * DEEP + "1" + "}" * DEEP
-    hostile = {
-        "bare arrays": "[" * DEEP + "]" * DEEP,
-        "bare objects": nested,
-        "unclosed, 4 MiB": "[" * (4 << 20),
-        "deep arguments": call.format(rid=90, args="[" * DEEP + "]" * DEEP),
-        "deep params": '{"jsonrpc":"2.0","id":91,"method":"tools/list","params":' + nested + "}",
-        "17 MiB": call.format(rid=93, args='{"session_id":"s","role":"user","content":"' + "x" * (17 << 20) + '"}'),
-        "5,000 digits": call.format(rid=92, args='{"session_id":"s","content":"x","n":' + "9" * 5000 + "}"),
-    }
-    try:
-        server.initialize()
-        for name, line in hostile.items():
-            server.send_raw(line)
-            reply = server.next_message()
-            assert reply["error"]["code"] in (-32700, -32600), name
-            assert set(reply) == {"jsonrpc", "id", "error"}, name
-            assert len(reply["error"]["message"]) < 100, name            # nothing of the line echoed
-            is_error, body = server.call("write_message", write_args(name))
-            assert not is_error, (name, body)
-        is_error, body = server.call("read_messages", {"session_id": "s", "limit": 100})
-        assert [m["content"] for m in body["history"]] == list(hostile)
-    finally:
-        server.finish()
+    report = stdio_lines(store_path, str(tmp_path / "stderr.log"))
+    assert set(report["lines"]) == set(hostile_lines())
+    for name, answer in report["lines"].items():
+        assert answer["code"] in (-32700, -32600), (name, answer)
+        assert answer["id"] is None and len(answer["message"]) < 100, (name, answer)    # nothing of the line
+        assert report["writes_after"][name], name
+    assert report["exit"] == 0
     assert b"Traceback" not in (tmp_path / "stderr.log").read_bytes()
+    service = MemoryService(store_path)
+    try:
+        assert [m["content"] for m in service.history("s", 100, None)["history"]] == list(hostile_lines())
+    finally:
+        service.close()
 
 
 def test_a_line_past_the_bound_is_dropped_as_it_arrives_and_reported_in_its_place():

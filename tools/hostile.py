@@ -3,6 +3,7 @@
     python -m tools.hostile flips  [--trials N] [--seed S] [--max-flips K] [--json]
     python -m tools.hostile inputs [--examples N] [--seed S] [--json]
     python -m tools.hostile probe STORE [--plan FILE]
+    python -m tools.hostile lines [--json]
     python -m tools.hostile dribble [--sockets N] [--interval S] [--read-timeout S] [--seconds S]
 
 ``flips`` builds a deterministic store, then for each trial copies it, flips
@@ -26,6 +27,12 @@ never changes state.
 
 ``probe`` is the reader ``flips`` forks, as a command: it prints the answers
 for one store as JSON.
+
+``lines`` sends ``convmem serve`` (stdio) lines no parser takes whole — JSON
+nested 1,000 and 100,000 deep, a number of 5,000 digits, a line of 17 MiB,
+bytes that are not UTF-8 — each followed by a valid write: every such line must
+be answered with a JSON-RPC error (-32700 or -32600) that repeats nothing of it,
+and every write after it must succeed.
 
 ``dribble`` starts ``convmem serve --http`` and opens N connections that send
 the start of a request one byte every few seconds, while a client with the
@@ -430,6 +437,79 @@ def hostile_inputs(examples: int, seed: int = 0, workdir: str | None = None) -> 
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+# ------------------------------------------------------ hostile stdio lines
+def hostile_lines() -> dict[str, bytes]:
+    """Lines no parser here takes whole (name → line, without its newline)."""
+    deep = 1000                 # past Python's json recursion and pydantic's 200 levels
+    nested = '{"a":' * deep + "1" + "}" * deep
+
+    def call(rid: int, arguments: str) -> str:
+        return (f'{{"jsonrpc":"2.0","id":{rid},"method":"tools/call",'
+                f'"params":{{"name":"write_message","arguments":{arguments}}}}}')
+    lines = {
+        "1,000 nested arrays": "[" * deep + "]" * deep,
+        "100,000 nested arrays": "[" * 100_000 + "]" * 100_000,
+        "1,000 nested objects": nested,
+        "unclosed, 4 MiB": "[" * (4 << 20),
+        "nested arguments": call(90, "[" * deep + "]" * deep),
+        "nested params": '{"jsonrpc":"2.0","id":91,"method":"tools/list","params":' + nested + "}",
+        "5,000 digits": call(92, '{"session_id":"s","content":"x","n":' + "9" * 5000 + "}"),
+        "17 MiB": call(93, '{"session_id":"s","role":"user","content":"' + "x" * (17 << 20) + '"}'),
+        "not JSON": "this line is not JSON",
+    }
+    return {**{name: line.encode() for name, line in lines.items()},
+            "not UTF-8": b'{"jsonrpc":"2.0",\xff\xfe"id":94,"method":"tools/list"}'}
+
+
+def stdio_lines(store: str, stderr_path: str) -> dict:
+    """``convmem serve`` on ``store`` (its stderr to ``stderr_path``) given each of
+    :func:`hostile_lines`, each followed by a write: what each got, and whether the write after it did."""
+    import queue
+    import subprocess
+    import threading
+
+    from tools.mcp_client import serve_command
+    answers: queue.Queue[bytes | None] = queue.Queue()
+    with open(stderr_path, "wb") as stderr:
+        proc = _proc.start(serve_command(store), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+
+    def read_answers() -> None:
+        for line in proc.stdout:
+            answers.put(line)
+        answers.put(None)
+    pump = threading.Thread(target=read_answers, daemon=True)
+    pump.start()
+
+    def ask(line: bytes) -> dict:
+        proc.stdin.write(line + b"\n")
+        proc.stdin.flush()
+        answer = answers.get(timeout=TRIAL_TIMEOUT)
+        if answer is None:
+            raise RuntimeError("convmem serve closed stdout")
+        return json.loads(answer)
+    report: dict[str, Any] = {"lines": {}, "writes_after": {}}
+    try:
+        ask(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "hostile", "version": "0"}}
+        }).encode())
+        proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        for i, (name, line) in enumerate(hostile_lines().items(), start=1):
+            answer = ask(line)
+            error = answer.get("error", {})
+            report["lines"][name] = {"code": error.get("code"), "message": error.get("message"), "id": answer.get("id")}
+            written = ask(json.dumps(_call(1000 + i, "write_message", {"session_id": "s", "role": "user",
+                                                                        "content": name})).encode())
+            report["writes_after"][name] = not written["result"]["isError"]
+        proc.stdin.close()
+        report["exit"] = proc.wait(timeout=TRIAL_TIMEOUT)
+    finally:
+        _proc.kill(proc)
+        pump.join(TRIAL_TIMEOUT)
+        for stream in (proc.stdin, proc.stdout):
+            stream.close()
+    return report
+
+
 # ------------------------------------------------------ dribbling HTTP clients
 DRIBBLED = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Pad: " + b"x" * 4096
 
@@ -553,6 +633,7 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("store")
     pr.add_argument("--calls", default=None,
                     help='JSON list of [tool, arguments] to make instead of health and the sessions view')
+    sub.add_parser("lines", help="lines no parser takes whole, to convmem serve over stdio")
     d = sub.add_parser("dribble", help="slow HTTP clients without the token beside one with it")
     d.add_argument("--sockets", type=int, default=1000)
     d.add_argument("--interval", type=float, default=2.0, help="seconds between two bytes of a dribbler")
@@ -566,6 +647,14 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "inputs":
         report = hostile_inputs(args.examples, args.seed)
         ok = True
+    elif args.command == "lines":
+        workdir = tempfile.mkdtemp(prefix="convmem-lines-")
+        try:
+            report = stdio_lines(os.path.join(workdir, "store"), os.path.join(workdir, "stderr.log"))
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        ok = (report["exit"] == 0 and all(report["writes_after"].values())
+              and all(a["code"] in (-32700, -32600) for a in report["lines"].values()))
     elif args.command == "dribble":
         report = dribble_run(args.sockets, args.interval, args.read_timeout, args.seconds)
         ok = (report["statuses"] == {"200": report["calls"]} and report["dribblers_open_at_end"] == 0
