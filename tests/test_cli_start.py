@@ -81,3 +81,13 @@ def test_serve_on_a_store_that_cannot_be_opened_exits_2_before_serving(tmp_path,
     assert f"convmem: cannot open the store at {store}: CORRUPT_STORE: " in done.stderr
     assert "serving MCP" not in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def test_a_token_file_that_cannot_be_read_or_created_is_named_not_a_traceback(under_a_file, tmp_path):
+    for args, where in ((("token", "--store", under_a_file), under_a_file + ".http-token"),
+                        (("token", "--store", str(tmp_path / "s"), "--token-file", str(tmp_path / "none")),
+                         str(tmp_path / "none"))):
+        done = cli(*args)
+        assert done.returncode == 2, done.stderr
+        assert f"convmem: cannot read or create the token file {where}: " in done.stderr
+        assert "Traceback" not in done.stderr

@@ -62,7 +62,6 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     path = store_path(args)
     check_usable(path)
-    _create(path)
     options = {"replication": _replication(args)} if args.replicate is not None else {}
     if args.http is not None:
         return _serve_http(path, args, options)
@@ -73,6 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     if sys.stdin is None or sys.stdout is None:        # closed when the process started
         raise CommandError("stdin or stdout is closed: `convmem serve` reads MCP requests on stdin and "
                            "answers on stdout (an MCP host connects both)")
+    _create(path)
     fast_calls = os.environ.get(FASTCALL_ENV, "1") != "0"
     try:
         anyio.run(lambda: serve_stdio(path, fast_calls=fast_calls, **options))
@@ -121,12 +121,13 @@ def _replication(args: argparse.Namespace) -> Settings:
 def _serve_http(store: str, args: argparse.Namespace, options: dict) -> int:
     import asyncio
 
-    from ..auth import resolve_token
     from ..http_transport import HttpSettings, parse_bind, serve_http
+    from .token import token
     host, port = parse_bind(args.http)
     if (args.certfile is None) != (args.keyfile is None):
         raise CommandError("--certfile and --keyfile go together")
-    settings = HttpSettings(host=host, port=port, token=resolve_token(store, args.token_file),
+    _create(store)
+    settings = HttpSettings(host=host, port=port, token=token(store, args.token_file),
                             allow_remote=args.allow_remote, certfile=args.certfile, keyfile=args.keyfile,
                             allowed_hosts=tuple(args.allow_host), allowed_origins=tuple(args.allow_origin),
                             read_timeout=args.read_timeout)
