@@ -14,7 +14,7 @@ rules close that:
   server works on a request (its body received, its response not yet sent) no
   deadline runs.  Silence alone is cut sooner by uvicorn's keep-alive timeout.
 * **budget** — at most ``max_unproven`` connections that have not yet sent a
-  request carrying the right token are kept; one more evicts the oldest of
+  request carrying a valid token are kept; one more evicts the oldest of
   them.  A connection is proven as soon as the headers of such a request have
   arrived, so connections without the token — however many, however slow —
   cannot take the capacity of those with it.

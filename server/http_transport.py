@@ -40,7 +40,8 @@ from eventstore.errors import ConvMemError, ValidationError
 
 from ._connections import Connections, Deadlines
 from .app import AppState, build_server
-from .auth import StaticTokenVerifier
+from .bearer import BearerVerifier
+from .tokens import TokenFile, default_path
 
 log = logging.getLogger("convmem")
 
@@ -142,16 +143,27 @@ def security(settings: HttpSettings) -> TransportSecuritySettings:
                                      allowed_origins=origins)
 
 
+def verifier(store_path: str, settings: HttpSettings) -> BearerVerifier | None:
+    """The bearer check of every request: the single token and the store's named ones
+    (None: no token, authentication off — tests only)."""
+    if settings.token is None:
+        return None
+    return BearerVerifier(settings.token, TokenFile(default_path(store_path)))
+
+
 def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False,
-              opened: Callable[[AppState], None] | None = None, **service_options):
-    """The Starlette app: the SDK's streamable HTTP app around our server."""
+              opened: Callable[[AppState], None] | None = None, check: BearerVerifier | None = None,
+              **service_options):
+    """The Starlette app: the SDK's streamable HTTP app around our server (``check``: the
+    bearer check to use, else :func:`verifier`'s)."""
     server = build_server(store_path, settle=settle, opened=opened, **service_options)
     auth: dict = {}
-    if settings.token is not None:
+    check = check or verifier(store_path, settings)
+    if check is not None:
         # AuthSettings wants an issuer; there is none (a static token), so it names this server.
         # No resource_server_url: no OAuth metadata routes, only the bearer check.
         auth = {"auth": AuthSettings(issuer_url=AnyHttpUrl(settings.url()), resource_server_url=None),
-                "token_verifier": StaticTokenVerifier(settings.token)}
+                "token_verifier": check}
     return server.streamable_http_app(streamable_http_path=PATH, json_response=True, stateless_http=True,
                                       max_request_body_size=settings.max_body,
                                       transport_security=security(settings), host=settings.host, **auth)
@@ -248,9 +260,9 @@ async def serve_http(store_path: str, settings: HttpSettings, **service_options)
         logging.getLogger("mcp").setLevel(logging.WARNING)
     logging.getLogger("mcp.server.streamable_http").addFilter(_QuietDisconnects())
     sock = bind(settings)
-    verifier = StaticTokenVerifier(settings.token) if settings.token is not None else None
+    check = verifier(store_path, settings)          # one for the SDK's bearer check and the connections' budget
     connections = Connections(settings.read_timeout, settings.max_unproven,
-                              verifier.verify_token if verifier is not None else None)
+                              check.verify_token if check is not None else None)
     # proxy_headers off: X-Forwarded-* from a client is not trusted (and is one middleware less per request)
     unopened: list[ConvMemError] = []
 
@@ -258,8 +270,8 @@ async def serve_http(store_path: str, settings: HttpSettings, **service_options)
         if state.open_error is not None:
             unopened.append(state.open_error)
             server.should_exit = True
-    app = Deadlines(RequestErrors(build_app(store_path, settings, settle=True, opened=opened, **service_options)),
-                    connections)
+    app = Deadlines(RequestErrors(build_app(store_path, settings, settle=True, opened=opened, check=check,
+                                            **service_options)), connections)
     # http: uvicorn takes any factory of an asyncio.Protocol there (it calls it with its protocol's arguments)
     config = uvicorn.Config(app, http=connections.protocol, ws="none", lifespan="on",  # type: ignore[arg-type]
                             log_config=None, access_log=False, server_header=False, proxy_headers=False,

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OURS = {"eventstore", "projections", "server", "tools"}
 SERVED = ("eventstore", "projections", "server")     # what `convmem` runs: core dependencies, or its own extra
-SERVED_EXTRAS = ("replication",)                     # `serve --replicate`
+SERVED_EXTRAS = ("replication", "follow")           # `serve --replicate`, `import … --follow`
 TOOLS = ("tools",)                                   # benchmarks and test tools: any extra
 
 

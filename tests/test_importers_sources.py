@@ -281,7 +281,7 @@ def test_an_imported_message_names_its_source_turn_by_a_name_based_id(tmp_path, 
     expected = import_id(f"claude-code:{samples.SID}", "u1")
     assert first["metadata"]["source_message_ids"] == [expected]
     assert expected.startswith("0000000000") and len(expected) == 26
-    assert first["metadata"]["tags"] == ["claude-code"]
+    assert first["metadata"]["tags"] == ["claude-code", "project:/home/ada/shop"]    # the session's project: its cwd
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -309,3 +309,21 @@ def test_a_jsonl_line_is_read_as_json_loads_reads_it(value, ascii_only, noise):
              "{}".encode("utf-16-le")]
     for raw in lines:
         assert _parsed(reading._object, raw) == _parsed(json.loads, raw)
+
+
+def test_import_notes_and_summaries_show_paths_escaped_never_obeyed(tmp_path, capsys):
+    from server.cli import main
+    folder = tmp_path / "dir\x1b[2J\u202e"
+    folder.mkdir()
+    store = str(folder / "store")
+    path = samples._lines(str(folder / "memory.jsonl"), [
+        {"type": "entity", "name": "Ada", "entityType": "person", "observations": []},
+        {"type": "relation", "from": "Ada", "to": "Eve", "relationType": "knows"}])
+    assert main(["import", "memory-jsonl", path, "--store", store]) == 0
+    err = capsys.readouterr().err
+    assert err.count("dir\\x1b[2J\\u202e") == 2        # the note's file and the summary's store
+    assert "\x1b" not in err and "\u202e" not in err
+    assert main(["import", "memory-jsonl", path, "--store", store, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "\x1b" not in out and "\\u202e" in out
+    assert json.loads(out)["notes"][0].startswith(str(folder))
