@@ -298,6 +298,17 @@ class MemoryService:
                 preview[side].append(neighbour)
         preview["before"].reverse()
 
+    def written_per_day(self) -> dict[int, int]:
+        """Live messages by UTC day (days since the epoch) of the time in their id — the
+        time they were written (an imported turn: its own time, where the id order allows).
+        One pass over the message keys alone; no message is read (the browser's health chart)."""
+        days: dict[int, int] = {}
+        with self._read() as tx, tx.txn.cursor(db=tx.db(messages.DB)) as cur:
+            for key in cur.iternext(values=False):
+                day = int.from_bytes(key[:6], "big") // 86_400_000
+                days[day] = days.get(day, 0) + 1
+        return days
+
     # -------------------------------------------------------- maintenance
     def rebuild(self) -> dict:
         if self.replicated is not None:

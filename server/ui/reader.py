@@ -1,0 +1,43 @@
+"""What a browser page may ask of the store: the tools' own calls, through one method.
+
+:meth:`Reader.tool` runs a tool exactly as an MCP call does (the same
+parameter checks, the same service call, the same JSON body), so whatever is
+applied to a tool call — validation today, a caller's scope once there are
+several — applies to the pages too.  It raises the store's own errors
+(:class:`~eventstore.errors.ConvMemError`) instead of wrapping them in a
+result.  The health page's per-day counts are the one read that is not a
+tool (:meth:`Reader.written_per_day`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventstore.errors import ConvMemError, InternalError
+
+from ..app import AppState
+from ..service import MemoryService
+from ..tools import BY_NAME
+
+WRITES = frozenset({"delete_message"})          # the only tool a page may call that writes
+
+
+class Reader:
+    def __init__(self, state: AppState) -> None:
+        self._state = state
+
+    def _service(self) -> MemoryService:
+        if self._state.service is None:
+            raise self._state.open_error or InternalError("the store is not open")
+        return self._state.service
+
+    def tool(self, name: str, arguments: dict[str, Any]) -> dict:
+        """The JSON body of tool ``name`` called with ``arguments`` (raises ``ConvMemError``)."""
+        spec = BY_NAME[name]
+        if spec.writes and name not in WRITES:
+            raise ConvMemError(f"{name}: the browser pages do not call it")
+        return spec.call(self._service(), arguments)
+
+    def written_per_day(self) -> dict[int, int]:
+        """Live messages by UTC day (days since the epoch)."""
+        return self._service().written_per_day()
