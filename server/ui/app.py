@@ -19,7 +19,6 @@ threads, not on its event loop.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import os
 import time
@@ -29,6 +28,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import jinja2
+from markupsafe import Markup
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
@@ -53,20 +53,19 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", 
 STATUS_OF = {"VALIDATION_ERROR": 400, "NOT_FOUND": 404, "CONFLICT": 409, "BUSY": 503}
 
 
-def when(ms: int) -> str:
-    """A time in milliseconds since the epoch as ISO 8601 UTC (the page's script shows it local)."""
-    moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def iso(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat(timespec="milliseconds")
+def when(ms: int) -> Markup:
+    """``<time>`` of a time in milliseconds since the epoch: UTC, in ISO 8601 for the page's
+    script, which shows it in local time (digits only: nothing to escape)."""
+    t = time.gmtime(ms // 1000)
+    day = f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
+    clock = f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
+    return Markup(f'<time datetime="{day}T{clock}.{ms % 1000:03d}Z">{day} {clock} UTC</time>')
 
 
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined, auto_reload=False)
-    env.globals.update(shown=text.shown, seg=text.segment, when=when, iso=iso, is_tool_call=pages.is_tool_call,
+    env.globals.update(shown=text.shown, seg=text.segment, when=when, is_tool_call=pages.is_tool_call,
                        clip=pages.CLIP)
     return env
 
@@ -130,7 +129,8 @@ class BrowserUI:
         return self.signer.open or self._cookie(request) is not None
 
     def _signin_page(self, request: Request, error: str = "", status: int = 401) -> Response:
-        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        raw = request.scope.get("raw_path") or request.url.path.encode()     # as the browser sent it, encoded
+        target = raw.decode("latin-1") + (f"?{request.url.query}" if request.url.query else "")
         return self._render(pages.Page("signin.html", {"next": _local(target), "error": error}, status),
                             request, None)
 
