@@ -8,7 +8,9 @@ from its lifespan (:meth:`BrowserUI.opened`).  Every request to ``/ui/``:
   :class:`TransportSecurityMiddleware` with the server's settings), else 421/403;
 * without a valid sign-in cookie gets the sign-in page (401) and nothing else;
 * is answered with a Content-Security-Policy allowing our own script and
-  style only (no inline script), ``nosniff``, no framing, no referrer, no caching.
+  style only (no inline script), ``nosniff``, no framing, no caching, and no
+  referrer to other sites (``same-origin``: with ``no-referrer`` a browser's
+  form POST carries ``Origin: null``, which the Origin check refuses).
 
 Only two requests change anything: ``POST /ui/messages/{id}/delete`` (the
 cookie, a CSRF token rendered into the confirmation page, a same-origin
@@ -49,7 +51,7 @@ MAX_FORM = 4096                 # bytes of a form body (a token, a CSRF token, i
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
-           "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+           "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
 STATUS_OF = {"VALIDATION_ERROR": 400, "NOT_FOUND": 404, "CONFLICT": 409, "BUSY": 503}
 
 
