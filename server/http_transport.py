@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import h11
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from pydantic import AnyHttpUrl
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -138,7 +138,7 @@ def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False, 
     """The Starlette app: the SDK's streamable HTTP app around our server, and the
     browser pages under ``/ui/`` (:mod:`server.ui`) beside it."""
     from .ui import BrowserUI
-    ui = BrowserUI(settings.token, security(settings), tls=settings.tls)
+    ui = BrowserUI(settings.token, TransportSecurityMiddleware(security(settings)).validate_request, tls=settings.tls)
     server = build_server(store_path, settle=settle, opened=ui.opened, **service_options)
     auth: dict = {}
     if settings.token is not None:

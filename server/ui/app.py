@@ -4,8 +4,9 @@
 beside ``/mcp`` (:meth:`BrowserUI.routes`) and learns the server's open store
 from its lifespan (:meth:`BrowserUI.opened`).  Every request to ``/ui/``:
 
-* passes the same ``Host``/``Origin`` checks as ``/mcp`` (the SDK's
-  :class:`TransportSecurityMiddleware` with the server's settings), else 421/403;
+* passes the same ``Host``/``Origin`` checks as ``/mcp`` (``guard``: the SDK's
+  ``TransportSecurityMiddleware.validate_request`` with the server's settings,
+  handed over by :mod:`server.http_transport`), else 421/403;
 * without a valid sign-in cookie gets the sign-in page (401) and nothing else;
 * is answered with a Content-Security-Policy allowing our own script and
   style only (no inline script), ``nosniff``, no framing, no caching, and no
@@ -24,14 +25,13 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
 
 import jinja2
 from markupsafe import Markup
-from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -72,10 +72,15 @@ def environment() -> jinja2.Environment:
     return env
 
 
+Guard = Callable[[Request, bool], Awaitable[Response | None]]
+"""The Host/Origin check of ``/mcp``: a refusal, or None (given the request and whether it is a POST
+of JSON; the pages always pass False, their forms are not JSON)."""
+
+
 class BrowserUI:
-    def __init__(self, token: str | None, security: TransportSecuritySettings, *, tls: bool = False) -> None:
+    def __init__(self, token: str | None, guard: Guard, *, tls: bool = False) -> None:
         self.signer = Signer(token)
-        self._guard = TransportSecurityMiddleware(security)
+        self._guard = guard
         self._tls = tls
         self._env = environment()
         self._state: AppState | None = None
@@ -116,7 +121,7 @@ class BrowserUI:
 
     async def _checked(self, request: Request) -> Response | None:
         """A refusal when the request fails the Host/Origin rules of ``/mcp``."""
-        refused = await self._guard.validate_request(request, is_post=False)
+        refused = await self._guard(request, False)
         if refused is not None:
             for key, value in HEADERS.items():
                 refused.headers[key] = value
