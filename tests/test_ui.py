@@ -307,6 +307,26 @@ def test_the_health_page_draws_messages_per_day_as_svg(signed_in):
     assert drawn is not None and len(drawn.bars) == chart.DAYS and drawn.older == 7 and drawn.shown == 5
 
 
+def test_messages_per_day_counts_live_messages_by_the_day_of_their_id_within_the_window(store_path):
+    from helpers import Clock
+    from strategies import open_service
+    from strategies import write as write_one
+    day = 86_400_000
+    clock = Clock(now=20_000 * day + 5)
+    svc = open_service(store_path, clock=clock)
+    try:
+        assert svc.written_per_day(90) == ({}, 0)
+        for at, n in ((19_000, 2), (19_950, 3), (19_999, 1), (20_000, 4)):
+            clock.now = at * day + 1000
+            ids = [write_one(svc, f"m{at}-{i}") for i in range(n)]
+        svc.delete_message(ids[0], None)                      # one of day 20000's: no longer counted
+        assert svc.written_per_day(90) == ({19_950: 3, 19_999: 1, 20_000: 3}, 2)
+        assert svc.written_per_day(1) == ({20_000: 3}, 6)
+        assert svc.written_per_day(2000) == ({19_000: 2, 19_950: 3, 19_999: 1, 20_000: 3}, 0)
+    finally:
+        svc.close()
+
+
 # ------------------------------------------------------------------- deleting
 def test_a_get_never_deletes_and_the_first_click_only_asks(signed_in, ids):
     url = f"/ui/messages/{ids.spared}/delete"

@@ -14,12 +14,14 @@ the pages are then served by another process).
 
 Then a real ``convmem serve --http`` child, signed in once like a browser,
 and each page fetched over loopback HTTP by one client (wall-clock from
-request to the whole body read): the sessions list, the 1,000-message session
-(one page holds all of it), 100 searches (LoCoMo questions; unfiltered, and
+request to the whole body read): the sessions list, the first and the last page
+of the 1,000-message session (200 messages a page), 100 searches (LoCoMo questions; unfiltered, and
 with three of six kinds plus a minimum importance), a message's page, and the
 health page with its chart.  ``--rounds`` fetches of each fixed page after one
 warm-up.  Also, in this process: the per-day count the chart needs
-(:meth:`MemoryService.written_per_day`) over the whole store.
+(:meth:`MemoryService.written_per_day`), over the chart's 90 days
+(``per_day_chart``) and over every day of the store (``per_day_all``), and the whole
+1,000-message session read and rendered as one page (``whole_session``).
 
 Output: one table, then one JSON record, on stdout.
 """
@@ -99,16 +101,37 @@ def _stats(samples: list[float]) -> dict:
             "max_ms": round(ordered[-1], 1), "mean_ms": round(statistics.fmean(ordered), 1)}
 
 
-def per_day(path: str, rounds: int) -> dict:
+def per_day(path: str, rounds: int, days: int) -> dict:
     from server.service import MemoryService
     service = MemoryService(path)
     try:
         times = []
         for _ in range(rounds + 1):
             start = time.perf_counter()
-            days = service.written_per_day()
+            counted, older = service.written_per_day(days)
             times.append(1000 * (time.perf_counter() - start))
-        return {**_stats(times[1:]), "days": len(days), "messages": sum(days.values())}
+        return {**_stats(times[1:]), "days": len(counted), "messages": sum(counted.values()), "older": older}
+    finally:
+        service.close()
+
+
+def whole_session(path: str, rounds: int) -> dict:
+    """In this process: the big session's 1,000 messages read (the history view) and rendered
+    as one page, which the pages do not do (they page it by ``HISTORY_PAGE``)."""
+    from server.service import MemoryService
+    from server.tools import BY_NAME
+    from server.ui.app import environment
+    service = MemoryService(path)
+    template = environment().get_template("session.html")
+    try:
+        times = []
+        for _ in range(rounds + 1):
+            start = time.perf_counter()
+            body = BY_NAME["read_messages"].call(service, {"view": "history", "session_id": BIG, "limit": BIG_SIZE})
+            template.render(session_id=BIG, messages=body["history"], next_cursor=None, deleted=None, csrf="",
+                            signed_in=True, path="/ui/")
+            times.append(1000 * (time.perf_counter() - start))
+        return _stats(times[1:])
     finally:
         service.close()
 
@@ -133,10 +156,14 @@ def measure(path: str, data: str, rounds: int) -> dict:
                     raise RuntimeError(f"{url}: HTTP {answer.status_code}")
                 return spent
 
-            big = client.get(f"/ui/sessions/{BIG}").text
-            message_id = re.findall(r'href="/ui/messages/([0-9A-Z]{26})"', big)[500]
-            record["session_page_bytes"] = len(big.encode())
-            pages = {"sessions": "/ui/", "session_1000": f"/ui/sessions/{BIG}",
+            first = client.get(f"/ui/sessions/{BIG}").text
+            message_id = re.findall(r'href="/ui/messages/([0-9A-Z]{26})"', first)[100]
+            record["session_page_bytes"] = len(first.encode())
+            last, later = f"/ui/sessions/{BIG}", re.search(r'class="next" href="([^"]+)"', first)
+            while later:                                # the session's last page, by its "later" links
+                last = later.group(1).replace("&amp;", "&")
+                later = re.search(r'class="next" href="([^"]+)"', client.get(last).text)
+            pages = {"sessions": "/ui/", "session_first": f"/ui/sessions/{BIG}", "session_last": last,
                      "message": f"/ui/messages/{message_id}", "health": "/ui/health"}
             for name, url in pages.items():
                 timed(url)
@@ -151,11 +178,12 @@ def measure(path: str, data: str, rounds: int) -> dict:
 
 def table(record: dict) -> str:
     lines = [f"{'page':<18}{'n':>5}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}{'mean ms':>9}"]
-    for name in ("sessions", "session_1000", "message", "search", "search_filtered", "health", "per_day_count"):
+    for name in ("sessions", "session_first", "session_last", "message", "search", "search_filtered", "health",
+                 "per_day_chart", "per_day_all", "whole_session"):
         r = record[name]
         lines.append(f"{name:<18}{r['n']:>5}{r['p50_ms']:>9.1f}{r['p95_ms']:>9.1f}{r['max_ms']:>9.1f}"
                      f"{r['mean_ms']:>9.1f}")
-    lines.append(f"messages {record['messages']:,}; the 1,000-message session page is "
+    lines.append(f"messages {record['messages']:,}; a page of the 1,000-message session is "
                  f"{record['session_page_bytes']:,} bytes; load average {record['load_average']}")
     return "\n".join(lines)
 
@@ -174,8 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not os.path.exists(os.path.join(path, "data.mdb")):
             record["build"] = build(path, args.data, args.messages)
-        record["per_day_count"] = per_day(path, args.rounds)
-        record["messages"] = record["per_day_count"]["messages"]
+        from server.ui.chart import DAYS
+        record["per_day_chart"] = per_day(path, args.rounds, DAYS)
+        record["per_day_all"] = per_day(path, args.rounds, SPAN_DAYS + 1)
+        record["whole_session"] = whole_session(path, args.rounds)
+        record["messages"] = record["per_day_all"]["messages"]
         record.update(measure(path, args.data, args.rounds))
         record["load_average"] = round(os.getloadavg()[0], 2)
     finally:

@@ -40,8 +40,10 @@ def day_name(day: int) -> str:
     return (datetime.date(1970, 1, 1) + datetime.timedelta(days=day)).isoformat()
 
 
-def bars(per_day: dict[int, int], days: int = DAYS) -> Chart | None:
-    """The chart of ``per_day`` (UTC day number → count); None when there is nothing to draw."""
+def bars(per_day: dict[int, int], older: int = 0, days: int = DAYS) -> Chart | None:
+    """The chart of ``per_day`` (UTC day number → count) over at most ``days`` days up to the
+    last one in it; ``older``: messages on days before those (added to any left out here).
+    None when there is nothing to draw."""
     if not per_day:
         return None
     last = max(per_day)
@@ -56,4 +58,4 @@ def bars(per_day: dict[int, int], days: int = DAYS) -> Chart | None:
         out.append(Bar(round(i * step + step * 0.1, 2), round(HEIGHT - h, 2), round(step * 0.8, 2), round(h, 2),
                        day_name(day), count))
     shown = sum(b.count for b in out)
-    return Chart(tuple(out), day_name(first), day_name(last), peak, shown, sum(per_day.values()) - shown)
+    return Chart(tuple(out), day_name(first), day_name(last), peak, shown, older + sum(per_day.values()) - shown)

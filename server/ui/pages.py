@@ -139,7 +139,7 @@ def delete(reader: Reader, message_id: str, session_id: str) -> dict:
 def health(reader: Reader) -> Page:
     report = reader.tool("get_system_health", {})
     return Page("health.html", {"rows": list(_flat(report)), "status": report["status"],
-                                "chart": chart.bars(reader.written_per_day())})
+                                "chart": chart.bars(*reader.written_per_day(chart.DAYS))})
 
 
 def _flat(value: Any, prefix: str = ""):

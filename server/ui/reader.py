@@ -38,6 +38,7 @@ class Reader:
             raise ConvMemError(f"{name}: the browser pages do not call it")
         return spec.call(self._service(), arguments)
 
-    def written_per_day(self) -> dict[int, int]:
-        """Live messages by UTC day (days since the epoch)."""
-        return self._service().written_per_day()
+    def written_per_day(self, days: int) -> tuple[dict[int, int], int]:
+        """Live messages by UTC day (days since the epoch) for the ``days`` days up to the
+        newest message's, and how many are older (:meth:`MemoryService.written_per_day`)."""
+        return self._service().written_per_day(days)
