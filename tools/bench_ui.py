@@ -15,7 +15,7 @@ the pages are then served by another process).
 Then a real ``convmem serve --http`` child, signed in once like a browser,
 and each page fetched over loopback HTTP by one client (wall-clock from
 request to the whole body read): the sessions list, the first and the last page
-of the 1,000-message session (200 messages a page), 100 searches (LoCoMo questions; unfiltered, and
+of the 1,000-message session (``HISTORY_PAGE`` messages a page), 100 searches (LoCoMo questions; unfiltered, and
 with three of six kinds plus a minimum importance), a message's page, and the
 health page with its chart.  ``--rounds`` fetches of each fixed page after one
 warm-up.  Also, in this process: the per-day count the chart needs

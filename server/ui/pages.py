@@ -17,7 +17,7 @@ from . import chart, text
 from .reader import Reader
 
 SESSIONS_PAGE = 100             # sessions a page
-HISTORY_PAGE = 200              # messages of a session a page (a page of 1,000 took ~4x the time budget)
+HISTORY_PAGE = 100              # messages of a session a page: within the time budget on a loaded machine
 SEARCH_LIMIT = 20
 NEIGHBOURS = 3                  # messages before and after on a message's page
 CLIP = 4000                     # characters of a message shown in a list; its own page shows it whole
