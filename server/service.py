@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("convmem")
 CONTEXT_CAP = 50
-DAY_MS = 86_400_000
 
 
 class MemoryService:
@@ -302,24 +301,11 @@ class MemoryService:
         preview["before"].reverse()
 
     def written_per_day(self, days: int) -> tuple[dict[int, int], int]:
-        """Live messages by UTC day (days since the epoch) of the time in their id — when they
-        were written (an imported turn: its own time, where the id order allows) — for the
-        ``days`` days up to the newest message's, and how many live messages are older.
-
-        Reads the message keys of those days alone (ids are time-ordered: one seek, then a
-        scan), no message; the days are counted as one array (the browser's health chart)."""
-        import numpy as np  # as the ranker does: not at start-up
-        with self._read() as tx, tx.txn.cursor(db=tx.db(messages.DB)) as cur:
-            if not cur.last():
-                return {}, 0
-            first = (int.from_bytes(cur.key()[:6], "big") // DAY_MS - days + 1) * DAY_MS
-            cur.set_range(max(first, 0).to_bytes(6, "big"))
-            keys = b"".join(cur.iternext(values=False))
-            active = stats.read(tx)["active"]
-        stamps = np.zeros((len(keys) // 16, 8), dtype=np.uint8)
-        stamps[:, 2:] = np.frombuffer(keys, dtype=np.uint8).reshape(-1, 16)[:, :6]
-        day, count = np.unique(stamps.view(">u8").ravel() // DAY_MS, return_counts=True)
-        return dict(zip(day.tolist(), count.tolist())), active - len(keys) // 16
+        """Live messages by UTC day of their write time, for the ``days`` days up to the newest
+        message's, and how many are older (:func:`projections.messages.per_day`)."""
+        with self._read() as tx:
+            counts = messages.per_day(tx, days)
+            return counts, stats.read(tx)["active"] - sum(counts.values())
 
     # -------------------------------------------------------- maintenance
     def rebuild(self) -> dict:
