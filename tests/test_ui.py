@@ -377,7 +377,7 @@ def test_serving_over_stdio_does_not_import_jinja2_but_http_does(tmp_path):
 
 
 # ----------------------------------------------------------------- convmem ui
-def test_convmem_ui_prints_the_url_of_pages_on_loopback(served, tmp_path):
+def test_convmem_ui_prints_the_url_of_pages_on_loopback(tmp_path):
     path = str(tmp_path / "store")
     seed(path)
     proc = start([*python("-m", "server.cli", "ui", "--store", path)], stdout=subprocess.PIPE,
@@ -389,6 +389,6 @@ def test_convmem_ui_prints_the_url_of_pages_on_loopback(served, tmp_path):
         assert httpx2.get(url, timeout=60).status_code == 401
     finally:
         stop(proc)
-    missing = subprocess.run([*python("-m", "server.cli", "ui", "--store", str(tmp_path / "none")),
-                              ], capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(python("-m", "server.cli", "ui", "--store", str(tmp_path / "none")),
+                             capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "no store at" in missing.stderr
