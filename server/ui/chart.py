@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
-DAYS = 90                   # bars at most: the last DAYS days up to the newest day with messages
+DAYS = 90                   # bars: the DAYS days up to the newest day with messages
 WIDTH, HEIGHT = 900, 180    # the plot area, in SVG user units
 
 
@@ -41,13 +41,14 @@ def day_name(day: int) -> str:
 
 
 def bars(per_day: dict[int, int], older: int = 0, days: int = DAYS) -> Chart | None:
-    """The chart of ``per_day`` (UTC day number → count) over at most ``days`` days up to the
-    last one in it; ``older``: messages on days before those (added to any left out here).
-    None when there is nothing to draw."""
+    """The chart of ``per_day`` (UTC day number → count) over the ``days`` days up to the last
+    one in it (always that many bars: one day's bar is as wide in a new store as in an old one);
+    ``older``: messages on days before those (added to any left out here).  None when there
+    is nothing to draw."""
     if not per_day:
         return None
     last = max(per_day)
-    first = max(min(per_day), last - days + 1)
+    first = last - days + 1
     span = last - first + 1
     peak = max(per_day.get(d, 0) for d in range(first, last + 1))
     step = WIDTH / span
