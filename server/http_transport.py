@@ -36,7 +36,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from eventstore.errors import ValidationError
 
 from .app import build_server
-from .auth import StaticTokenVerifier
+from .bearer import BearerVerifier
+from .tokens import TokenFile, default_path
 
 log = logging.getLogger("convmem")
 
@@ -138,14 +139,16 @@ def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False, 
     """The Starlette app: the SDK's streamable HTTP app around our server, and the
     browser pages under ``/ui/`` (:mod:`server.ui`) beside it."""
     from .ui import BrowserUI
-    ui = BrowserUI(settings.token, TransportSecurityMiddleware(security(settings)).validate_request, tls=settings.tls)
+    tokens = TokenFile(default_path(store_path))
+    ui = BrowserUI(settings.token, tokens if settings.token is not None else None,
+                   TransportSecurityMiddleware(security(settings)).validate_request, tls=settings.tls)
     server = build_server(store_path, settle=settle, opened=ui.opened, **service_options)
     auth: dict = {}
     if settings.token is not None:
         # AuthSettings wants an issuer; there is none (a static token), so it names this server.
         # No resource_server_url: no OAuth metadata routes, only the bearer check.
         auth = {"auth": AuthSettings(issuer_url=AnyHttpUrl(settings.url()), resource_server_url=None),
-                "token_verifier": StaticTokenVerifier(settings.token)}
+                "token_verifier": BearerVerifier(settings.token, tokens)}
     return server.streamable_http_app(streamable_http_path=PATH, json_response=True, stateless_http=True,
                                       max_request_body_size=settings.max_body,
                                       transport_security=security(settings), host=settings.host,

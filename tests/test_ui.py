@@ -207,14 +207,45 @@ def test_signing_out_needs_the_csrf_token_and_clears_the_cookie(signed_in):
 
 def test_a_cookie_is_valid_for_its_lifetime_only_and_only_under_the_key_that_signed_it():
     signer = Signer("token-0123456789abcdef")
-    cookie = signer.issue(1_000_000)
-    assert signer.valid(cookie, 1_000_000 + LIFETIME)
-    assert not signer.valid(cookie, 1_000_000 + LIFETIME + 1)
-    assert not Signer("other-token-0123456789").valid(cookie, 1_000_000)
-    issued, nonce, mac = cookie.split(".")
-    assert not signer.valid(f"{int(issued) + 1}.{nonce}.{mac}", 1_000_000)
-    assert not signer.valid(None, 1_000_000) and not signer.valid("a.b", 1_000_000)
+    cookie = signer.issue("default", 1_000_000)
+    assert signer.subject(cookie, 1_000_000 + LIFETIME) == "default"
+    assert signer.subject(cookie, 1_000_000 + LIFETIME + 1) is None
+    assert Signer("other-token-0123456789").subject(cookie, 1_000_000) is None
+    issued, subject, nonce, mac = cookie.split(".")
+    assert signer.subject(f"{int(issued) + 1}.{subject}.{nonce}.{mac}", 1_000_000) is None
+    assert signer.subject(f"{issued}.id:0123456789ab.{nonce}.{mac}", 1_000_000) is None
+    assert signer.subject(None, 1_000_000) is None and signer.subject("a.b.c", 1_000_000) is None
     assert signer.csrf_matches(cookie, signer.csrf(cookie)) and not signer.csrf_matches(cookie, signer.csrf("x.y.z"))
+
+
+def test_a_named_token_signs_in_with_its_scope_read_only_limit_and_revocation(tmp_path):
+    from server import tokens
+    path = str(tmp_path / "store")
+    ids = seed(path)
+    scoped = tokens.add(tokens.default_path(path), "agent-a", sessions=("proj/*",))
+    reader = tokens.add(tokens.default_path(path), "reader", read_only=True)
+    with http_server(path) as server:
+        a, r = Pages(server), Pages(server)
+        try:
+            assert a.sign_in(scoped).status_code == 303 and r.sign_in(reader).status_code == 303
+            assert scoped not in a.client.cookies.get("convmem_ui", "")
+            listing = a.get("/ui/").text
+            assert "agent-a" in listing and text.segment(SESSION) in listing
+            assert text.segment(XSS_SESSION) not in listing                   # outside proj/*
+            assert a.get(f"/ui/messages/{ids.xss_session}").status_code == 404
+            assert a.get("/ui/search", params={"q": "markup"}).text.count('class="msg') == 0
+            assert r.get("/ui/search", params={"q": "markup"}).text.count('class="msg') == 1
+            assert a.get("/ui/health").status_code == 400                     # whole-store counts
+            url = f"/ui/messages/{ids.spared}/delete"
+            answer = r.post(url, {"csrf": r.csrf(url), "session_id": SESSION})
+            assert answer.status_code == 400 and "read-only" in answer.text
+            assert r.get(f"/ui/messages/{ids.spared}").status_code == 200
+            tokens.revoke(tokens.default_path(path), "agent-a")
+            assert a.get("/ui/").status_code == 401                           # at the next request
+            assert r.get("/ui/").status_code == 200
+        finally:
+            a.close()
+            r.close()
 
 
 # -------------------------------------------------------- Host, Origin, headers

@@ -108,7 +108,7 @@ def test_a_person_signs_in_browses_searches_follows_a_relation_deletes_and_signs
 
         page.fill("#token", "not-the-token-0123456789")
         page.click("#signin")
-        assert "not this server's token" in visit.text()
+        assert "not a token of this server" in visit.text()
 
         # signing in returns to the page asked for
         page.fill("#token", server.token)

@@ -27,6 +27,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -40,6 +41,8 @@ from eventstore.errors import ConvMemError, NotFoundError
 
 from .._process import in_thread
 from ..app import AppState
+from ..principals import DEFAULT, LOCAL, Principal
+from ..tokens import TokenFile, split
 from . import pages, text
 from .reader import Reader
 from .signin import COOKIE, LIFETIME, Signer
@@ -52,6 +55,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
        "frame-ancestors 'none'; base-uri 'none'")
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
            "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
+NAMED = "id:"                   # a cookie's subject for a named token: this, then the token's public id
 STATUS_OF = {"VALIDATION_ERROR": 400, "NOT_FOUND": 404, "CONFLICT": 409, "BUSY": 503}
 
 
@@ -77,9 +81,22 @@ Guard = Callable[[Request, bool], Awaitable[Response | None]]
 of JSON; the pages always pass False, their forms are not JSON)."""
 
 
+@dataclass(frozen=True)
+class Visitor:
+    """A signed-in browser: the principal its token stands for, and its cookie (None: no sign-in
+    needed, a server without a token)."""
+
+    principal: Principal
+    cookie: str | None
+
+
 class BrowserUI:
-    def __init__(self, token: str | None, guard: Guard, *, tls: bool = False) -> None:
+    """``token``: the server's own token (None: no sign-in, tests only); ``tokens``: the named
+    tokens, any of which may sign a browser in as its principal, with its scope."""
+
+    def __init__(self, token: str | None, tokens: TokenFile | None, guard: Guard, *, tls: bool = False) -> None:
         self.signer = Signer(token)
+        self._tokens = tokens
         self._guard = guard
         self._tls = tls
         self._env = environment()
@@ -108,16 +125,16 @@ class BrowserUI:
         ]
 
     # ------------------------------------------------------------ plumbing
-    def _render(self, page: pages.Page, request: Request, cookie: str | None) -> Response:
+    def _render(self, page: pages.Page, request: Request, visitor: Visitor | None) -> Response:
         html = self._env.get_template(page.template).render(
-            **page.values, csrf=self.signer.csrf(cookie), signed_in=cookie is not None or self.signer.open,
-            path=request.url.path)
+            **page.values, csrf=self.signer.csrf(visitor.cookie if visitor else None), signed_in=visitor is not None,
+            principal=visitor.principal.name if visitor else "", path=request.url.path)
         return HTMLResponse(html, page.status, headers=HEADERS)
 
-    def _error(self, exc: ConvMemError, request: Request, cookie: str | None) -> Response:
+    def _error(self, exc: ConvMemError, request: Request, visitor: Visitor | None) -> Response:
         status = STATUS_OF.get(exc.code, 500)
         return self._render(pages.Page("error.html", {"code": exc.code, "message": exc.message}, status),
-                            request, cookie)
+                            request, visitor)
 
     async def _checked(self, request: Request) -> Response | None:
         """A refusal when the request fails the Host/Origin rules of ``/mcp``."""
@@ -127,13 +144,36 @@ class BrowserUI:
                 refused.headers[key] = value
         return refused
 
-    def _cookie(self, request: Request) -> str | None:
-        """The request's sign-in cookie when it is valid, else None."""
-        value = request.cookies.get(COOKIE)
-        return value if self.signer.valid(value, time.time()) else None
+    def _visitor(self, request: Request) -> Visitor | None:
+        """Who signed this browser in, now: None without a valid cookie, or when its token has
+        been revoked since (named tokens are looked up at every request)."""
+        if self.signer.open:
+            return Visitor(LOCAL, None)
+        cookie = request.cookies.get(COOKIE)
+        subject = self.signer.subject(cookie, time.time())
+        if subject == DEFAULT.name:
+            return Visitor(DEFAULT, cookie)
+        if subject is None or not subject.startswith(NAMED) or self._tokens is None:
+            return None
+        try:
+            principal = self._tokens.named(subject[len(NAMED):])
+        except ConvMemError as exc:              # a damaged tokens file: named tokens refused until fixed
+            log.error("named tokens refused: %s", exc.message)
+            return None
+        return None if principal is None else Visitor(principal, cookie)
 
-    def _signed_in(self, request: Request) -> bool:
-        return self.signer.open or self._cookie(request) is not None
+    def _subject(self, token: str) -> str | None:
+        """Whose token ``token`` is, as a cookie names it (never the token); None: no one's."""
+        token = token.strip()
+        if self.signer.token_matches(token):
+            return DEFAULT.name
+        parts = split(token)
+        try:
+            known = self._tokens is not None and parts is not None and self._tokens.principal(token) is not None
+        except ConvMemError as exc:
+            log.error("named tokens refused: %s", exc.message)
+            return None
+        return NAMED + parts[0] if known and parts is not None else None
 
     def _signin_page(self, request: Request, error: str = "", status: int = 401) -> Response:
         raw = request.scope.get("raw_path") or request.url.path.encode()     # as the browser sent it, encoded
@@ -148,22 +188,21 @@ class BrowserUI:
             return build()
         return await in_thread(pool, build)
 
-    def _reader(self) -> Reader:
+    def _reader(self, visitor: Visitor) -> Reader:
         if self._state is None:
             raise ConvMemError("the store is not open yet")
-        return Reader(self._state)
+        return Reader(self._state, visitor.principal)
 
     def _page(self, build: Callable[[Request, Reader], pages.Page]):
         async def endpoint(request: Request) -> Response:
             refused = await self._checked(request)
             if refused is not None:
                 return refused
-            if not self._signed_in(request):
+            visitor = self._visitor(request)
+            if visitor is None:
                 return self._signin_page(request)
-            cookie = self._cookie(request)
-
             return await self._run(lambda: self._answer(
-                lambda: self._render(build(request, self._reader()), request, cookie), request, cookie))
+                lambda: self._render(build(request, self._reader(visitor)), request, visitor), request, visitor))
         return endpoint
 
     async def _form(self, request: Request) -> dict[str, str] | Response:
@@ -189,19 +228,21 @@ class BrowserUI:
             return refused
         if request.method == "GET":
             target = _local(request.query_params.get("next", "/ui/"))
-            if self._signed_in(request):
+            if self._visitor(request) is not None:
                 return RedirectResponse(target, 303, headers=HEADERS)
             return self._render(pages.Page("signin.html", {"next": target, "error": ""}), request, None)
         form = await self._form(request)
         if isinstance(form, Response):
             return form
         target = _local(form.get("next", "/ui/"))
-        if not self.signer.token_matches(form.get("token", "")):
+        subject = self._subject(form.get("token", ""))
+        if subject is None:
             log.info("browser sign-in refused: wrong token")
-            page = pages.Page("signin.html", {"next": target, "error": "That is not this server's token."}, 401)
+            page = pages.Page("signin.html", {"next": target, "error": "That is not a token of this server."}, 401)
             return self._render(page, request, None)
+        log.info("browser signed in as %s", subject)
         response = RedirectResponse(target, 303, headers=HEADERS)
-        response.set_cookie(COOKIE, self.signer.issue(time.time()), max_age=LIFETIME, path="/ui",
+        response.set_cookie(COOKIE, self.signer.issue(subject, time.time()), max_age=LIFETIME, path="/ui",
                             secure=self._tls, httponly=True, samesite="strict")
         return response
 
@@ -212,7 +253,7 @@ class BrowserUI:
         form = await self._form(request)
         if isinstance(form, Response):
             return form
-        cookie = self._cookie(request)
+        cookie = request.cookies.get(COOKIE)
         if not self.signer.open and not self.signer.csrf_matches(cookie, form.get("csrf", "")):
             return _refusal(403, "the form's CSRF token does not match: reload the page and try again")
         response = RedirectResponse("/ui/signin", 303, headers=HEADERS)
@@ -223,35 +264,35 @@ class BrowserUI:
         refused = await self._checked(request)
         if refused is not None:
             return refused
-        if not self._signed_in(request):
+        visitor = self._visitor(request)
+        if visitor is None:
             return self._signin_page(request)
-        cookie = self._cookie(request)
         message_id = request.path_params["message_id"]
         if request.method == "GET":         # the first click: only a confirmation page
             return await self._run(lambda: self._answer(
-                lambda: self._render(pages.confirm_delete(self._reader(), message_id), request, cookie),
-                request, cookie))
+                lambda: self._render(pages.confirm_delete(self._reader(visitor), message_id), request, visitor),
+                request, visitor))
         form = await self._form(request)
         if isinstance(form, Response):
             return form
-        if not self.signer.csrf_matches(cookie, form.get("csrf", "")):
+        if not self.signer.csrf_matches(visitor.cookie, form.get("csrf", "")):
             return _refusal(403, "the form's CSRF token does not match: reload the page and try again")
         session_id = form.get("session_id", "")
 
         def delete() -> Response:
-            body = pages.delete(self._reader(), message_id, session_id)
+            body = pages.delete(self._reader(visitor), message_id, session_id)
             if body["status"] == "NOT_FOUND":
                 raise NotFoundError("message_id: no live message has this id in this session")
-            log.info("deleted message %s from the browser page", message_id)
+            log.info("%s deleted message %s from the browser page", visitor.principal.name, message_id)
             target = f"/ui/sessions/{text.segment(session_id)}?deleted={message_id}"
             return RedirectResponse(target, 303, headers=HEADERS)
-        return await self._run(lambda: self._answer(delete, request, cookie))
+        return await self._run(lambda: self._answer(delete, request, visitor))
 
-    def _answer(self, build: Callable[[], Response], request: Request, cookie: str | None) -> Response:
+    def _answer(self, build: Callable[[], Response], request: Request, visitor: Visitor | None) -> Response:
         try:
             return build()
         except ConvMemError as exc:
-            return self._error(exc, request, cookie)
+            return self._error(exc, request, visitor)
         except Exception:
             log.exception("unexpected error in the browser page %s", request.url.path)
             return _refusal(500, "unexpected internal error (see the server log)")

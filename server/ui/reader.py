@@ -1,9 +1,9 @@
 """What a browser page may ask of the store: the tools' own calls, through one method.
 
 :meth:`Reader.tool` runs a tool exactly as an MCP call does (the same
-parameter checks, the same service call, the same JSON body), so whatever is
-applied to a tool call — validation today, a caller's scope once there are
-several — applies to the pages too.  It raises the store's own errors
+parameter checks, the same service call as the same principal, the same JSON
+body), so a token's scope and read-only limit apply to the pages as to its
+tool calls.  It raises the store's own errors
 (:class:`~eventstore.errors.ConvMemError`) instead of wrapping them in a
 result.  The health page's per-day counts are the one read that is not a
 tool (:meth:`Reader.written_per_day`).
@@ -16,6 +16,7 @@ from typing import Any
 from eventstore.errors import ConvMemError, InternalError
 
 from ..app import AppState
+from ..principals import Principal
 from ..service import MemoryService
 from ..tools import BY_NAME
 
@@ -23,8 +24,11 @@ WRITES = frozenset({"delete_message"})          # the only tool a page may call 
 
 
 class Reader:
-    def __init__(self, state: AppState) -> None:
+    """The store as ``principal`` (the signed-in browser's token) may see and change it."""
+
+    def __init__(self, state: AppState, principal: Principal) -> None:
         self._state = state
+        self.principal = principal
 
     def _service(self) -> MemoryService:
         if self._state.service is None:
@@ -36,9 +40,9 @@ class Reader:
         spec = BY_NAME[name]
         if spec.writes and name not in WRITES:
             raise ConvMemError(f"{name}: the browser pages do not call it")
-        return spec.call(self._service(), arguments)
+        return spec.call(self._service(), arguments, self.principal)
 
     def written_per_day(self, days: int) -> tuple[dict[int, int], int]:
         """Live messages by UTC day (days since the epoch) for the ``days`` days up to the
         newest message's, and how many are older (:meth:`MemoryService.written_per_day`)."""
-        return self._service().written_per_day(days)
+        return self._service().written_per_day(days, principal=self.principal)

@@ -1,10 +1,13 @@
 """Signing a browser in: the bearer token pasted once, then a signed cookie.
 
-The cookie never holds the token.  It is ``ISSUED.NONCE.MAC``: the time it
-was issued (seconds), 16 random bytes, and an HMAC-SHA256 of both under a key
-derived from the server's token, so every process serving the same store with
-the same token accepts it, and changing the token signs every browser out.  It
-is valid for :data:`LIFETIME` seconds.  The CSRF token of a form is an HMAC
+The cookie never holds a token.  It is ``ISSUED.SUBJECT.NONCE.MAC``: the
+time it was issued (seconds), whose token signed in (``default`` for the
+server's own token, ``id:ID`` for a named token's public id), 16 random bytes,
+and an HMAC-SHA256 of the rest under a key derived from the server's token, so
+every process serving the same store with the same token accepts it, and
+changing that token signs every browser out.  It is valid for
+:data:`LIFETIME` seconds; the pages turn its subject back into a principal at
+every request, so a revoked named token's browsers are signed out at once.  The CSRF token of a form is an HMAC
 of the cookie under the same key: a page can only be written to with a token
 that was rendered into a page for that cookie.  Every comparison is constant
 time (:func:`hmac.compare_digest`).  Without a server token (tests only)
@@ -41,22 +44,20 @@ class Signer:
             return True
         return hmac.compare_digest(given.strip().encode("utf-8", "surrogatepass"), self._token)
 
-    def issue(self, now: float) -> str:
-        """A new cookie value, issued at ``now`` (seconds since the epoch)."""
-        body = f"{int(now)}.{secrets.token_urlsafe(16)}"
+    def issue(self, subject: str, now: float) -> str:
+        """A new cookie value for ``subject`` (no ``.`` in it), issued at ``now`` (seconds since the epoch)."""
+        body = f"{int(now)}.{subject}.{secrets.token_urlsafe(16)}"
         return f"{body}.{self._mac('cookie', body)}"
 
-    def valid(self, cookie: str | None, now: float) -> bool:
-        """Whether ``cookie`` is one this key issued and it has not expired."""
-        if self.open:
-            return True
-        if not cookie or cookie.count(".") != 2:
-            return False
+    def subject(self, cookie: str | None, now: float) -> str | None:
+        """The subject of ``cookie`` when this key issued it and it has not expired, else None."""
+        if not cookie or cookie.count(".") != 3:
+            return None
         body, _, mac = cookie.rpartition(".")
-        issued = body.partition(".")[0]
+        issued, subject, _ = body.split(".")
         if not hmac.compare_digest(mac, self._mac("cookie", body)) or not issued.isdigit():
-            return False
-        return 0 <= now - int(issued) <= LIFETIME
+            return None
+        return subject if 0 <= now - int(issued) <= LIFETIME else None
 
     def csrf(self, cookie: str | None) -> str:
         """The CSRF token of the forms rendered for ``cookie``."""
