@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from pydantic import AnyHttpUrl
 
 from eventstore.errors import ConvMemError, ValidationError
@@ -143,30 +143,33 @@ def security(settings: HttpSettings) -> TransportSecuritySettings:
                                      allowed_origins=origins)
 
 
-def verifier(store_path: str, settings: HttpSettings) -> BearerVerifier | None:
-    """The bearer check of every request: the single token and the store's named ones
-    (None: no token, authentication off — tests only)."""
-    if settings.token is None:
-        return None
-    return BearerVerifier(settings.token, TokenFile(default_path(store_path)))
-
-
 def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False,
-              opened: Callable[[AppState], None] | None = None, check: BearerVerifier | None = None,
+              opened: Callable[[AppState], None] | None = None, tokens: TokenFile | None = None,
               **service_options):
-    """The Starlette app: the SDK's streamable HTTP app around our server (``check``: the
-    bearer check to use, else :func:`verifier`'s)."""
-    server = build_server(store_path, settle=settle, opened=opened, **service_options)
+    """The Starlette app: the SDK's streamable HTTP app around our server, and the
+    browser pages under ``/ui/`` (:mod:`server.ui`) beside it.  ``opened``: told the
+    lifespan's state as :func:`build_server` says; ``tokens``: the store's named tokens
+    (default: read from beside the store)."""
+    from .ui import BrowserUI
+    tokens = tokens if tokens is not None else TokenFile(default_path(store_path))
+    ui = BrowserUI(settings.token, tokens if settings.token is not None else None,
+                   TransportSecurityMiddleware(security(settings)).validate_request, tls=settings.tls)
+
+    def on_open(state: AppState) -> None:
+        ui.opened(state)
+        if opened is not None:
+            opened(state)
+    server = build_server(store_path, settle=settle, opened=on_open, **service_options)
     auth: dict = {}
-    check = check or verifier(store_path, settings)
-    if check is not None:
+    if settings.token is not None:
         # AuthSettings wants an issuer; there is none (a static token), so it names this server.
         # No resource_server_url: no OAuth metadata routes, only the bearer check.
         auth = {"auth": AuthSettings(issuer_url=AnyHttpUrl(settings.url()), resource_server_url=None),
-                "token_verifier": check}
+                "token_verifier": BearerVerifier(settings.token, tokens)}
     return server.streamable_http_app(streamable_http_path=PATH, json_response=True, stateless_http=True,
                                       max_request_body_size=settings.max_body,
-                                      transport_security=security(settings), host=settings.host, **auth)
+                                      transport_security=security(settings), host=settings.host,
+                                      custom_starlette_routes=ui.routes(), **auth)
 
 
 INVALID_MESSAGE = {"jsonrpc": "2.0", "id": None,
@@ -252,7 +255,9 @@ def bind(settings: HttpSettings) -> socket.socket:
     return sock
 
 
-async def serve_http(store_path: str, settings: HttpSettings, **service_options) -> None:
+async def serve_http(store_path: str, settings: HttpSettings, *, ready: Callable[[int], None] | None = None,
+                     **service_options) -> None:
+    """Serve until stopped; ``ready`` is told the bound port once the server answers."""
     import uvicorn
 
     check_bind(settings)
@@ -260,7 +265,8 @@ async def serve_http(store_path: str, settings: HttpSettings, **service_options)
         logging.getLogger("mcp").setLevel(logging.WARNING)
     logging.getLogger("mcp.server.streamable_http").addFilter(_QuietDisconnects())
     sock = bind(settings)
-    check = verifier(store_path, settings)          # one for the SDK's bearer check and the connections' budget
+    tokens = TokenFile(default_path(store_path))
+    check = BearerVerifier(settings.token, tokens) if settings.token is not None else None
     connections = Connections(settings.read_timeout, settings.max_unproven,
                               check.verify_token if check is not None else None)
     # proxy_headers off: X-Forwarded-* from a client is not trusted (and is one middleware less per request)
@@ -270,7 +276,7 @@ async def serve_http(store_path: str, settings: HttpSettings, **service_options)
         if state.open_error is not None:
             unopened.append(state.open_error)
             server.should_exit = True
-    app = Deadlines(RequestErrors(build_app(store_path, settings, settle=True, opened=opened, check=check,
+    app = Deadlines(RequestErrors(build_app(store_path, settings, settle=True, opened=opened, tokens=tokens,
                                             **service_options)), connections)
     # http: uvicorn takes any factory of an asyncio.Protocol there (it calls it with its protocol's arguments)
     config = uvicorn.Config(app, http=connections.protocol, ws="none", lifespan="on",  # type: ignore[arg-type]
@@ -286,6 +292,8 @@ async def serve_http(store_path: str, settings: HttpSettings, **service_options)
         if server.started:          # whatever the log level: this is where to connect
             print(f"convmem: serving MCP over streamable HTTP at {settings.url(sock.getsockname()[1])} "
                   f"(authentication {'by bearer token' if settings.token else 'OFF'})", file=sys.stderr, flush=True)
+            if ready is not None:
+                ready(sock.getsockname()[1])
     announcer = asyncio.create_task(announce())
     try:
         await server.serve(sockets=[sock])
