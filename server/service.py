@@ -43,7 +43,7 @@ from projections.index import IndexConfig
 from projections.query import Filters
 from projections.registry import Projector
 
-from . import cursors, render
+from . import cursors, render, validation
 from ._rwlock import RWLock
 from .replication import Settings as ReplicationSettings
 
@@ -102,7 +102,7 @@ class MemoryService:
     def write_message(self, session_id: str, role: str, content: str, metadata: Metadata) -> dict:
         def command(w: WriteTx) -> Message:
             now = w.now_ms()
-            msg = Message(w.new_id(now), session_id, role, content, now, now, 1, metadata)
+            msg = validation.message(Message(w.new_id(now), session_id, role, content, now, now, 1, metadata))
             w.append(MessageWritten(msg))
             return msg
         return {"status": "OK", "message": render.message(self._write(command))}
@@ -117,9 +117,10 @@ class MemoryService:
             if new_content is None and meta == old.metadata:
                 return False, msg
             updated_at = max(w.now_ms(), old.updated_at)
+            new = validation.message(replace(msg, content=msg.content if new_content is None else new_content,
+                                             metadata=meta, revision=old.revision + 1, updated_at=updated_at))
             w.append(MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta))
-            return True, replace(msg, content=msg.content if new_content is None else new_content,
-                                 metadata=meta, revision=old.revision + 1, updated_at=updated_at)
+            return True, new
         changed, msg = self._write(command)
         return {"status": "OK", "changed": changed, "message": render.message(msg)}
 
@@ -139,11 +140,12 @@ class MemoryService:
         state); the number written.  A message whose id is live already is
         skipped when identical and refused (``CONFLICT``, nothing written)
         otherwise, so a re-run adds only what is missing.  New ids stay after
-        every id given so far.  For ``convmem import`` (validate first:
-        :func:`server.archive.message_from_object`)."""
+        every id given so far.  For ``convmem import`` (messages read with
+        :func:`server.archive.read`)."""
         def command(w: WriteTx) -> int:
             written, top = 0, self.store.carried_meta(w).get(b"last_id", b"")
             for msg in batch:
+                validation.message(msg)
                 state = messages.get(w, msg.message_id)
                 if state is not None:
                     if messages.load(w, state) != msg:

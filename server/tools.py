@@ -31,7 +31,7 @@ _ALL_RELATION_TYPES = '["' + '","'.join(RELATION_TYPES) + '"]'
 # --------------------------------------------------------- shared parameters
 def _session_id(description: str, **more) -> Param:
     return Param(name="session_id", type="string", description=description,
-                 min_bytes=1, max_bytes=256, no_nul=True, **more)
+                 min_bytes=1, max_bytes=v.MAX_SESSION_ID, no_nul=True, **more)
 
 
 def _message_id(description: str, **more) -> Param:

@@ -17,6 +17,8 @@ from typing import Any
 from .. import transfer
 from ..importers import command as importers_command
 from ..importers.run import SOURCES as TRANSCRIPT_SOURCES
+from ..importers.run import has_default
+from ..importers.turns import counted
 from ..progress import progress
 from ..service import MemoryService
 from ._common import CommandError, check_usable, store_path
@@ -55,7 +57,7 @@ def run_jsonl(args: argparse.Namespace) -> int:
                 print(f"convmem: import refused, nothing written: {exc}", file=sys.stderr)
                 return 1
             if args.dry_run:
-                print(f"convmem: would import {plan.missing} of {plan.in_file} messages into {path} "
+                print(f"convmem: would import {plan.missing} of {counted(plan.in_file, 'message')} into {path} "
                       f"({plan.present} there already)", file=sys.stderr)
                 return 0
             fh.seek(0)
@@ -63,7 +65,7 @@ def run_jsonl(args: argparse.Namespace) -> int:
                 written = transfer.write(service, transfer.read_file(fh, args.file), step)
         finally:
             service.close()
-    print(f"convmem: imported {written} of {plan.in_file} messages into {path} "
+    print(f"convmem: imported {written} of {counted(plan.in_file, 'message')} into {path} "
           f"({plan.in_file - written} there already)", file=sys.stderr)
     return 0
 
@@ -73,12 +75,17 @@ def _register_transcripts(name: str) -> Callable[[Any, argparse.ArgumentParser],
     def register_source(sources, common: argparse.ArgumentParser) -> None:
         text = f"import {name} transcripts into sessions (docs/import.md); re-running adds only what is new"
         p = sources.add_parser(name, parents=[common], help=text, description=text)
-        importers_command.add_options(p)
+        importers_command.add_options(p, name)
         p.set_defaults(run=_run_transcripts)
     return register_source
 
 
 def _run_transcripts(args: argparse.Namespace) -> int:
+    if not args.paths and not has_default(args.source):
+        where = "$MEMORY_FILE_PATH is not set" if args.source == "memory-jsonl" else \
+            "a data export has no default place"
+        raise CommandError(f"import {args.source}: name the file to import ({where}); "
+                           f"see convmem import {args.source} --help")
     path = store_path(args)
     check_usable(path)
     return importers_command.run(args, path)

@@ -40,6 +40,7 @@ from .turns import Report, Turn, as_text, parse_time
 NAME = "claude-code"
 DEFAULTS = ("~/.claude/projects/*/*.jsonl", "~/.claude/projects/*/*/subagents/*.jsonl")
 PATTERN = "*.jsonl"
+FLAGS = ("thinking",)                    # the options of `convmem import` that apply
 _MESSAGE_TYPES = {"user": "user", "assistant": "assistant", "system": "system"}
 _ROLES = {"user", "assistant", "system"}
 

@@ -38,6 +38,7 @@ from .turns import Report, Turn, as_text, parse_time, text_of
 NAME = "codex"
 DEFAULTS = ("~/.codex/sessions/**/rollout-*.jsonl",)
 PATTERN = "rollout-*.jsonl"
+FLAGS = ("thinking",)                    # the options of `convmem import` that apply
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _ITEM_TYPES = {"message", "function_call", "function_call_output", "custom_tool_call",

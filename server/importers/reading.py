@@ -19,11 +19,14 @@ from .turns import Report
 def expand(paths: list[str], defaults: tuple[str, ...], pattern: str) -> list[str]:
     """Files to read: each path as given (a directory: every file matching
     ``pattern`` below it; a glob: its matches); with no path, the ``defaults``
-    globs (``~`` expanded)."""
+    globs (``~`` and environment variables expanded; one naming an unset
+    variable is no place)."""
     found: list[str] = []
     if not paths:
         for default in defaults:
-            found += sorted(glob.glob(os.path.expanduser(default), recursive=True))
+            where = os.path.expandvars(os.path.expanduser(default))
+            if "$" not in where:
+                found += sorted(glob.glob(where, recursive=True))
         return found
     for path in paths:
         path = os.path.expanduser(path)
@@ -114,7 +117,7 @@ def conversations(paths: list[str], report: Report) -> Iterator[tuple[str, dict[
     """(where, conversation, the file's time) of every conversation object in
     the ``conversations.json`` of each export found (a file or a zip); a file
     that is not a list, or an item that is not an object, is skipped and reported."""
-    for path in expand(paths, (), "conversations.json"):
+    for path in expand(paths, (), "conversations.json"):     # an export has no default place
         data = export_json(path, "conversations.json", report)
         if data is None:
             continue

@@ -17,6 +17,12 @@ new.  Message ids stay the store's ULIDs (strictly increasing: see
 :mod:`eventstore.ids`); their time part is the turn's own timestamp
 whenever that is later than the store's last id.
 
+**Validity.**  Every message is checked with :func:`server.validation.message`
+(the definition the tools and ``import jsonl`` use) as its event is built; the
+turns are made valid by :class:`.turns.Turn`, so a refusal is a fault of an
+importer: the batch is not committed and the import stops with
+``VALIDATION_ERROR`` naming the field.
+
 **Relations** name their target by import key; the writer resolves it among
 the session's known messages and the batch (forward references within one
 batch included, as the memory graph needs); a target found nowhere is left
@@ -29,10 +35,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
 from eventstore import ids
+from eventstore.errors import ValidationError
 from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata, metadata, written
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history, messages
 
+from .. import validation
 from .turns import IMPORT_ID_PREFIX, Report, Turn, import_id
 
 BATCH = 20_000          # turns per transaction
@@ -139,7 +147,13 @@ class Writer:
         meta = metadata(turn.tags, "long" if turn.kind == "semantic" else "short", turn.kind, _IMPORTANCE,
                         turn.tool_call_id, turn.summary, tuple(dict.fromkeys(rels)) if rels else (),
                         (turn.import_id,))
-        return written(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta)
+        event = written(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta)
+        try:
+            validation.message(event.message)
+        except ValidationError as exc:
+            raise ValidationError(f"an imported turn is not a valid message, {exc.message} "
+                                  "(an importer's fault: nothing of its batch was written)") from None
+        return event
 
     def _known(self, tx: Tx, session_id: str) -> dict[str, str]:
         """The import ids of the session's live messages, read once per run."""
