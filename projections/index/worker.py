@@ -59,7 +59,9 @@ if TYPE_CHECKING:
 Done = tuple[list[tuple[int, Message]], list[int], list[GatheredField]]
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = ("records.py", "gather.py", "layout.py")
-# The second process's program: a plain import of this module.
+# The second process's program: a plain import of this module (with the
+# package's __init__, and so the live write path: about a fifth more start-up,
+# once a replay, but no stand-in module to keep in step with the package).
 PROGRAM = "from projections.index.worker import serve; serve()"
 PIPE_SIZE = 1 << 20     # bytes each pipe to and from the second process holds (Linux's unprivileged limit)
 
