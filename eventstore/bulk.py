@@ -29,10 +29,9 @@ def bulk_work(env: Environment) -> Iterator[None]:
       by reference counting; a cycle among them that becomes garbage later is
       not collected (nothing garbage is frozen, and the objects frozen are at
       most the heap alive at that moment; after the first freeze the
-      collection walks only what is newer).  A replay of 20,000 events spent ~14% more CPU in
-      the replaying process with the collector simply on, and the same as
-      with it off once frozen (``python -m tools.bench_store``'s replay, run
-      alternately, medians of 3).
+      collection walks only what is newer).  What the collector's passes still
+      cost — about 3% of a one-process replay's work beside it off — is the
+      price of leaving it on for every thread.
     """
     env.reserve(2 * env.used_bytes() + INITIAL_MAP)
     gc.collect()
