@@ -44,7 +44,7 @@ import lmdb
 
 from . import codec, files, meta, replay
 from .bulk import bulk_work
-from .environment import DATA_FILE, INITIAL_MAP, Environment
+from .environment import DATA_FILE, INITIAL_MAP, DbHandle, Environment
 from .errors import ConvMemError, CorruptStoreError, StoreIOError, translate
 from .events import Event
 from .locks import DirectoryLock
@@ -101,7 +101,7 @@ class EventStore:
         self._open()
 
     @property
-    def _dbs(self) -> dict[str, lmdb._Database]:
+    def _dbs(self) -> dict[str, DbHandle]:
         return self._env.dbs
 
     # ----------------------------------------------------------------- opening
@@ -178,7 +178,7 @@ class EventStore:
         """
         try:
             with self._env.transaction(write=False) as txn:
-                yield Tx(txn, self._dbs)
+                yield Tx(txn, self._dbs, self._env.caches)
         except lmdb.BadTxnError as exc:
             raise CorruptStoreError("reading the store: LMDB gave up on a damaged page "
                                     f"({type(exc).__name__}); run `convmem replay`") from exc
@@ -282,7 +282,7 @@ class EventStore:
     def _transaction(self, body: Callable[[WriteTx], T], bulk: bool = False) -> T:
         """``body`` in one synced write transaction, the projector state flushed before."""
         with self._env.transaction(write=True) as txn:
-            w = WriteTx(txn, self._dbs, store=self, bulk=bulk)
+            w = WriteTx(txn, self._dbs, self._env.caches, store=self, bulk=bulk)
             try:
                 result = body(w)
                 w.flush()
@@ -337,8 +337,7 @@ class EventStore:
 
     def db_bytes(self, tx: Tx, name: str) -> int:
         st = tx.txn.stat(tx.db(name))
-        pages = st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
-        return pages * st["psize"]
+        return (st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]) * st["psize"]
 
     def file_size(self) -> int:
         try:
@@ -360,8 +359,7 @@ class EventStore:
         return meta.carried(tx.txn, tx.db("meta"))
 
     def restore_meta(self, w: WriteTx, carried: dict[bytes, bytes]) -> None:
-        for k, v in carried.items():
-            w.txn.put(k, v, db=w.db("meta"))
+        meta.put_all(w.txn, w.db("meta"), carried)
 
     def raise_last_id(self, w: WriteTx, top: bytes) -> None:   # ``top``: an id given (an export's, a node's)
         meta.raise_last_id(w.txn, w.db("meta"), top)
@@ -400,7 +398,9 @@ class EventStore:
             return self._replay_into(w, 1, progress)
         # bulk: projectors may hold their work until the flush, and there is room
         # for the old read models too (they stay until the commit)
-        return self._run(rebuild, "rebuilding the read models", bulk=True)
+        done = self._run(rebuild, "rebuilding the read models", bulk=True)
+        self._env.caches.invalidate()       # nothing kept of the old read models
+        return done
 
     def _replay_into(self, w: WriteTx, start: int, progress=None) -> int:
         """Apply the log from ``start`` on; the watermark ends at the last sequence.
