@@ -129,7 +129,7 @@ def whole_session(path: str, rounds: int) -> dict:
             start = time.perf_counter()
             body = BY_NAME["read_messages"].call(service, {"view": "history", "session_id": BIG, "limit": BIG_SIZE})
             template.render(session_id=BIG, messages=body["history"], next_cursor=None, deleted=None, csrf="",
-                            signed_in=True, path="/ui/")
+                            signed_in=True, path="/ui/", principal="default")
             times.append(1000 * (time.perf_counter() - start))
         return _stats(times[1:])
     finally:
