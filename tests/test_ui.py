@@ -328,6 +328,27 @@ def test_a_message_page_lists_its_revisions_oldest_first_with_who_made_each_and_
         pages.close()
 
 
+def test_after_a_compaction_a_message_page_says_who_wrote_the_first_revision_is_not_kept(store_path):
+    from server.app import AppState
+    from server.principals import Principal
+    from server.ui import pages
+    from server.ui.app import environment
+    from server.ui.reader import Reader
+    svc = MemoryService(store_path)
+    try:
+        mid = svc.write_message("s", "user", "first", Metadata(), principal=Principal("agent-a"))["message"][
+            "message_id"]
+        svc.update_message(mid, "second", {}, None, principal=Principal("agent-b"))
+        svc.rebuild()
+        page = pages.message(Reader(AppState(svc, None, None, None), Principal("agent-c")), mid)
+        html = environment().get_template(page.template).render(**page.values, principal="agent-c", signed_in=True,
+                                                                path="/ui/", csrf="")
+    finally:
+        svc.close()
+    assert revision_rows(html) == [("2", "agent-b", "rewritten")]
+    assert "not kept (revisions before 2 were dropped" in html and "agent-a" not in html
+
+
 def test_a_session_limited_token_sees_on_the_pages_only_its_sessions_and_nothing_outside(shared):
     a = Pages(shared.server)
     try:
