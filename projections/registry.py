@@ -28,15 +28,13 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from itertools import groupby
-from operator import attrgetter
 
 import Stemmer
 
 from eventstore.codec import DEFAULT_METADATA, metadata_size
 from eventstore.errors import CorruptStoreError
 from eventstore.events import Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
-from eventstore.store import TxState, WriteTx
+from eventstore.store import WriteTx
 
 from . import history, messages, relations, sessions, stats, tokens
 from . import index as term_index
@@ -103,74 +101,49 @@ class Projector:
         finally:
             self.hold.release()
 
-    def apply(self, tx: WriteTx, seq: int, event: Event, size: int) -> None:
+    def apply(self, tx: WriteTx, batch: Sequence[tuple[int, Event, int]]) -> None:
+        """Project each ``(seq, event, size)`` of ``batch`` in turn; each run of
+        written messages at once, one call a read model (the same bytes as one
+        at a time: a written message reads nothing another one writes, but for
+        ``sessions.added``'s look into ``history``, whose answer does not
+        depend on how many of the run it lists already)."""
         state = tx.state
         if not isinstance(state, ProjectionState):
             raise TypeError("the transaction's state was not begun by this projector")
-        if isinstance(event, MessageWritten):
-            self._written(tx, state, seq, event)
-        elif isinstance(event, MessageUpdated):
-            self._updated(tx, state, seq, event, size)
-        elif isinstance(event, MessageDeleted):
-            self._deleted(tx, state, event, size)
-        else:
-            raise CorruptStoreError("the log holds an event no projector knows")
-
-    def apply_many(self, tx: WriteTx, batch: Sequence[tuple[int, Event, int]]) -> None:
-        """:meth:`apply` for each ``(seq, event, size)`` in turn: each run of
-        written messages is projected at once, one call a read model (the same
-        bytes: written messages read nothing another one writes, but for
-        ``sessions.added``'s look into ``history``, which is brought up to
-        date before any)."""
         run: list[tuple[int, Message]] = []
         for seq, event, size in batch:
             if isinstance(event, MessageWritten):
                 run.append((seq, event.message))
                 continue
             if run:
-                self._written_many(tx, tx.state, run)
+                self._written(tx, state, run)
                 run = []
-            self.apply(tx, seq, event, size)
+            if isinstance(event, MessageUpdated):
+                self._updated(tx, state, seq, event, size)
+            elif isinstance(event, MessageDeleted):
+                self._deleted(tx, state, event, size)
+            else:
+                raise CorruptStoreError("the log holds an event no projector knows")
         if run:
-            self._written_many(tx, tx.state, run)
+            self._written(tx, state, run)
 
     @staticmethod
-    def _written_many(tx: WriteTx, state: TxState, run: list[tuple[int, Message]]) -> None:
-        if not isinstance(state, ProjectionState):
-            raise TypeError("the transaction's state was not begun by this projector")
-        messages.put_written_many(tx, run)
-        opened, hist = state.sessions, []
-        for sid, group in groupby([msg for _, msg in run], attrgetter("session_id")):   # a session's run
-            written = list(group)
-            keys = history.keys(sid, written)
-            if sessions.added_newest_many(opened, sid, written):
-                hist += keys
-                continue
-            for key, msg in zip(keys, written):
-                hist.append(key)
-                if not sessions.added_newest_many(opened, sid, [msg]):
-                    history.put_many(tx, hist)     # what history lists when this message is counted
-                    hist = []
-                    sessions.added(tx, opened, sid, msg.message_id, msg.timestamp, msg.metadata.memory_kind)
-        history.put_many(tx, hist)
-        relations.add_many(tx, [msg for _, msg in run if msg.metadata.relations])
+    def _written(tx: WriteTx, state: ProjectionState, run: list[tuple[int, Message]]) -> None:
+        written = [msg for _, msg in run]
+        messages.put_written(tx, run)
+        history.add(tx, written)
+        by_session: dict[str, list[Message]] = {}
+        for msg in written:
+            by_session.setdefault(msg.session_id, []).append(msg)
+        for sid, group in by_session.items():
+            sessions.added(tx, state.sessions, sid, group)
+        relations.add(tx, [(msg.message_id, msg.metadata) for msg in written if msg.metadata.relations])
         state.index.index_many(tx, run)
         body = meta = 0
-        for _, msg in run:
+        for msg in written:
             body += len(msg.content.encode("utf-8"))
             meta += _metadata_bytes(msg.metadata)
         state.counters.add(tx, active=len(run), body_bytes=body, metadata_bytes=meta)
-
-    @staticmethod
-    def _written(tx: WriteTx, state: ProjectionState, seq: int, event: MessageWritten) -> None:
-        msg = event.message
-        messages.put_written(tx, msg.message_id, seq)
-        history.add(tx, msg.session_id, msg.message_id)
-        sessions.added(tx, state.sessions, msg.session_id, msg.message_id, msg.timestamp,
-                       msg.metadata.memory_kind)
-        relations.add(tx, msg.message_id, msg.metadata)
-        state.index.index(tx, seq, msg)
-        state.counters.written(tx, len(msg.content.encode("utf-8")), _metadata_bytes(msg.metadata))
 
     @staticmethod
     def _updated(tx: WriteTx, state: ProjectionState, seq: int, event: MessageUpdated, size: int) -> None:
@@ -186,7 +159,7 @@ class Projector:
         if old_kind != new_kind:
             sessions.rekinded(tx, state.sessions, old.session_id, old_kind, new_kind)
         relations.remove(tx, old.message_id, old.metadata)
-        relations.add(tx, new.message_id, new.metadata)
+        relations.add(tx, [(new.message_id, new.metadata)])
         state.index.reindex(tx, old.docno, old_msg, new_msg, changed)
         dead = size + (0 if old.dead_counted else old.log_bytes)
         state.counters.add(tx, updates=1, dead_bytes=dead, body_bytes=new.content_bytes - old.content_bytes,

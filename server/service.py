@@ -103,7 +103,7 @@ class MemoryService:
         def command(w: WriteTx) -> Message:
             now = w.now_ms()
             msg = validation.message(Message(w.new_id(now), session_id, role, content, now, now, 1, metadata))
-            w.append(MessageWritten(msg))
+            w.append([MessageWritten(msg)])
             return msg
         return {"status": "OK", "message": render.message(self._write(command))}
 
@@ -119,7 +119,7 @@ class MemoryService:
             updated_at = max(w.now_ms(), old.updated_at)
             new = validation.message(replace(msg, content=msg.content if new_content is None else new_content,
                                              metadata=meta, revision=old.revision + 1, updated_at=updated_at))
-            w.append(MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta))
+            w.append([MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta)])
             return True, new
         changed, msg = self._write(command)
         return {"status": "OK", "changed": changed, "message": render.message(msg)}
@@ -129,7 +129,7 @@ class MemoryService:
             state = messages.get(w, message_id)
             if state is None or (session_id is not None and state.session_id != session_id):
                 return False
-            w.append(MessageDeleted(message_id))
+            w.append([MessageDeleted(message_id)])
             return True
         return {"status": "OK" if self._write(command) else "NOT_FOUND"}
 
@@ -151,7 +151,7 @@ class MemoryService:
                     if messages.load(w, state) != msg:
                         raise ConflictError("message_id: a live message has this id and other contents")
                     continue
-                w.append(MessageWritten(msg))
+                w.append([MessageWritten(msg)])
                 top, written = max(top, to_bytes(msg.message_id)), written + 1
             if top:
                 self.store.restore_meta(w, {b"last_id": top})

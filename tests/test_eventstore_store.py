@@ -265,7 +265,7 @@ def test_a_command_that_fails_after_appending_leaves_nothing_behind(svc):
     dump = dump_projections(svc.store)
 
     def command(w):
-        w.append(MessageWritten(Message(w.new_id(w.now_ms()), "s", "user", "half", 1, 1)))
+        w.append([MessageWritten(Message(w.new_id(w.now_ms()), "s", "user", "half", 1, 1))])
         raise ValueError("boom")
     with pytest.raises(InternalError):
         svc.store.execute(command)
@@ -325,7 +325,7 @@ def test_a_bulk_write_gets_room_before_it_starts_and_runs_once(store_path):
         runs.append(1)
         for i in range(60):
             now = w.now_ms()
-            w.append(MessageWritten(Message(w.new_id(now), "s", "user", f"bulk {i} " + "b" * 2000, now, now)))
+            w.append([MessageWritten(Message(w.new_id(now), "s", "user", f"bulk {i} " + "b" * 2000, now, now))])
     try:
         write(svc, "first")
         svc.store.execute(batch, bulk=True)
@@ -344,14 +344,14 @@ def test_the_garbage_collector_is_held_off_during_bulk_work_only(store_path):
     def command(w):
         seen.append(gc.isenabled())
         now = w.now_ms()
-        w.append(MessageWritten(Message(w.new_id(now), "s", "user", "bulk", now, now)))
+        w.append([MessageWritten(Message(w.new_id(now), "s", "user", "bulk", now, now))])
     try:
         assert gc.isenabled()
         svc.store.execute(command, bulk=True)
         svc.store.execute(command)
         assert seen == [False, True] and gc.isenabled()
-        original = svc.store.projector.apply_many
-        svc.store.projector.apply_many = lambda w, batch: (seen.append(gc.isenabled()), original(w, batch))[1]
+        original = svc.store.projector.apply
+        svc.store.projector.apply = lambda w, batch: (seen.append(gc.isenabled()), original(w, batch))[1]
         svc.store.rebuild_projections()
         assert seen[2:] == [False] and gc.isenabled()
         gc.disable()
