@@ -36,12 +36,12 @@ from eventstore.errors import CorruptStoreError
 from eventstore.events import Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.store import WriteTx
 
-from . import history, messages, relations, sessions, stats, tokens
+from . import history, messages, relations, revisions, sessions, stats, tokens
 from . import index as term_index
 from .index import IndexConfig, IndexWork
 from .index.worker import WorkerHold
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def _metadata_bytes(meta: Metadata) -> int:
@@ -80,7 +80,7 @@ class ProjectionState:
 class Projector:
     schema_version = SCHEMA_VERSION
     db_specs = {**messages.SPECS, **history.SPECS, **sessions.SPECS, **relations.SPECS,
-                **term_index.SPECS, **stats.SPECS}
+                **term_index.SPECS, **stats.SPECS, **revisions.SPECS}
 
     def __init__(self, config: IndexConfig = term_index.DEFAULT) -> None:
         self.config = config
@@ -110,10 +110,10 @@ class Projector:
         state = tx.state
         if not isinstance(state, ProjectionState):
             raise TypeError("the transaction's state was not begun by this projector")
-        run: list[tuple[int, Message]] = []
+        run: list[tuple[int, MessageWritten]] = []
         for seq, event, size in batch:
             if isinstance(event, MessageWritten):
-                run.append((seq, event.message))
+                run.append((seq, event))
                 continue
             if run:
                 self._written(tx, state, run)
@@ -128,9 +128,10 @@ class Projector:
             self._written(tx, state, run)
 
     @staticmethod
-    def _written(tx: WriteTx, state: ProjectionState, run: list[tuple[int, Message]]) -> None:
-        written = [msg for _, msg in run]
-        messages.put_written(tx, run)
+    def _written(tx: WriteTx, state: ProjectionState, run: list[tuple[int, MessageWritten]]) -> None:
+        docs = [(seq, event.message) for seq, event in run]
+        written = [msg for _, msg in docs]
+        messages.put_written(tx, docs)
         history.add(tx, written)
         by_session: dict[str, list[Message]] = {}
         for msg in written:
@@ -138,7 +139,8 @@ class Projector:
         for sid, group in by_session.items():
             sessions.added(tx, state.sessions, sid, group)
         relations.add(tx, [(msg.message_id, msg.metadata) for msg in written if msg.metadata.relations])
-        state.index.index_many(tx, run)
+        revisions.written(tx, [(event.message, event.principal) for _, event in run])
+        state.index.index_many(tx, docs)
         body = meta = 0
         for msg in written:
             body += len(msg.content.encode("utf-8"))
@@ -160,6 +162,7 @@ class Projector:
             sessions.rekinded(tx, state.sessions, old.session_id, old_kind, new_kind)
         relations.remove(tx, old.message_id, old.metadata)
         relations.add(tx, [(new.message_id, new.metadata)])
+        revisions.updated(tx, old.metadata, event)
         state.index.reindex(tx, old.docno, old_msg, new_msg, changed)
         dead = size + (0 if old.dead_counted else old.log_bytes)
         state.counters.add(tx, updates=1, dead_bytes=dead, body_bytes=new.content_bytes - old.content_bytes,
@@ -171,6 +174,7 @@ class Projector:
         old_msg = messages.load(tx, old)
         state.index.unindex(tx, old.docno, old_msg)
         relations.remove(tx, old.message_id, old.metadata)
+        revisions.deleted(tx, old.message_id)
         history.remove(tx, old.session_id, old.message_id)
         messages.remove(tx, old.message_id)
         sessions.removed(tx, state.sessions, old.session_id, old.message_id, old.metadata.memory_kind)

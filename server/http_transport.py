@@ -35,7 +35,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from eventstore.errors import ValidationError
 
 from .app import build_server
-from .auth import StaticTokenVerifier
+from .bearer import BearerVerifier
+from .tokens import TokenFile, default_path
 
 log = logging.getLogger("convmem")
 
@@ -141,7 +142,7 @@ def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False, 
         # AuthSettings wants an issuer; there is none (a static token), so it names this server.
         # No resource_server_url: no OAuth metadata routes, only the bearer check.
         auth = {"auth": AuthSettings(issuer_url=AnyHttpUrl(settings.url()), resource_server_url=None),
-                "token_verifier": StaticTokenVerifier(settings.token)}
+                "token_verifier": BearerVerifier(settings.token, TokenFile(default_path(store_path)))}
     return server.streamable_http_app(streamable_http_path=PATH, json_response=True, stateless_http=True,
                                       max_request_body_size=settings.max_body,
                                       transport_security=security(settings), host=settings.host, **auth)

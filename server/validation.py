@@ -269,6 +269,9 @@ def empty_placeholder(text: str, tags: tuple[str, ...]) -> tuple[str, tuple[str,
     return EMPTY_CONTENT, tuple(dict.fromkeys(tags[:MAX_TAGS - 1] + (EMPTY_TAG,)))
 
 
+SUPERSEDED = ("include", "exclude", "only")
+
+
 def filters(value: Any, field: str) -> dict[str, Any]:
     """``{"kinds", "tiers", "tags", "roles", "after", "before"}`` from a
     ``filters_json`` string; absent keys are left out.  ``after``/``before``
@@ -293,6 +296,8 @@ def filters(value: Any, field: str) -> dict[str, Any]:
                                      for r in string_list(raw, f"{field}.roles", 64))
         elif key in ("after", "before"):
             out[key] = integer(raw, f"{field}.{key}", 0, MAX_TIMESTAMP)
+        elif key == "superseded":
+            out[key] = choice(raw, f"{field}.superseded", SUPERSEDED)
         else:
             raise ValidationError(f"{field}: unknown field {_label(key)}")
     return out

@@ -120,7 +120,7 @@ def test_an_interrupted_import_is_completed_by_running_it_again(tmp_path):
     lines = text.splitlines(keepends=True)
     partial = MemoryService(str(tmp_path / "b"))
     try:
-        partial.restore_messages(list(archive.read(io.StringIO(text)))[:2])
+        partial.restore_messages([m for m, _ in archive.read(io.StringIO(text))][:2])
     finally:
         partial.close()
     assert lines[0].startswith('{"format":"tiny-convmem-export"')

@@ -244,7 +244,7 @@ def test_an_export_line_is_checked_by_the_one_definition(field, value, words):
     line[field] = value
     text = archive.header(1) + json.dumps(line) + "\n"
     if words is None:       # summary "" is the tools' "clear": absent
-        assert next(archive.read(io.StringIO(text))).metadata.summary is None
+        assert next(archive.read(io.StringIO(text)))[0].metadata.summary is None
         return
     with pytest.raises(ValidationError, match=re.escape(f"line 2: {words}")):
         list(archive.read(io.StringIO(text)))

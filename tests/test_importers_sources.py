@@ -309,3 +309,21 @@ def test_a_jsonl_line_is_read_as_json_loads_reads_it(value, ascii_only, noise):
              "{}".encode("utf-16-le")]
     for raw in lines:
         assert _parsed(reading._object, raw) == _parsed(json.loads, raw)
+
+
+def test_import_notes_and_summaries_show_paths_escaped_never_obeyed(tmp_path, capsys):
+    from server.cli import main
+    folder = tmp_path / "dir\x1b[2J\u202e"
+    folder.mkdir()
+    store = str(folder / "store")
+    path = samples._lines(str(folder / "memory.jsonl"), [
+        {"type": "entity", "name": "Ada", "entityType": "person", "observations": []},
+        {"type": "relation", "from": "Ada", "to": "Eve", "relationType": "knows"}])
+    assert main(["import", "memory-jsonl", path, "--store", store]) == 0
+    err = capsys.readouterr().err
+    assert err.count("dir\\x1b[2J\\u202e") == 2        # the note's file and the summary's store
+    assert "\x1b" not in err and "\u202e" not in err
+    assert main(["import", "memory-jsonl", path, "--store", store, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "\x1b" not in out and "\\u202e" in out
+    assert json.loads(out)["notes"][0].startswith(str(folder))

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import transfer
+from .._terminal import visible
 from ..importers import command as importers_command
 from ..importers.run import SOURCES as TRANSCRIPT_SOURCES
 from ..importers.run import has_default
@@ -57,15 +58,15 @@ def run_jsonl(args: argparse.Namespace) -> int:
                 print(f"convmem: import refused, nothing written: {exc}", file=sys.stderr)
                 return 1
             if args.dry_run:
-                print(f"convmem: would import {plan.missing} of {counted(plan.in_file, 'message')} into {path} "
-                      f"({plan.present} there already)", file=sys.stderr)
+                print(f"convmem: would import {plan.missing} of {counted(plan.in_file, 'message')} "
+                      f"into {visible(path)} ({plan.present} there already)", file=sys.stderr)
                 return 0
             fh.seek(0)
             with progress("import", plan.in_file) as step:
                 written = transfer.write(service, transfer.read_file(fh, args.file), step)
         finally:
             service.close()
-    print(f"convmem: imported {written} of {counted(plan.in_file, 'message')} into {path} "
+    print(f"convmem: imported {written} of {counted(plan.in_file, 'message')} into {visible(path)} "
           f"({plan.in_file - written} there already)", file=sys.stderr)
     return 0
 

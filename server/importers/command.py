@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 
+from .._terminal import json_visible, visible
 from .options import Options
 from .run import SOURCES, files, run_import
 from .turns import Report, counted
@@ -52,17 +53,17 @@ def run(args: argparse.Namespace, store: str) -> int:
     summary = run_import(store, args.source, args.paths, options) if found else \
         Report(args.source, dry_run=args.dry_run).summary()
     if args.json:
-        json.dump(summary, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write(json_visible(json.dumps(summary, indent=2, ensure_ascii=False)))
         sys.stdout.write("\n")
     else:
         verb = "would write" if summary["dry_run"] else "wrote"
-        print(f"import {summary['source']} into {store}: {counted(summary['files'], 'file')}, "
+        print(f"import {summary['source']} into {visible(store)}: {counted(summary['files'], 'file')}, "
               f"{counted(summary['turns'], 'turn')}; {verb} {counted(summary['written'], 'message')}, "
               f"{summary['already_present']} already there, {summary['updated']} updated, "
               f"{counted(summary['ignored'], 'line')} without a message, {summary['skipped']} skipped",
               file=sys.stderr)
     if not summary["files"] and not summary["skipped"]:
-        where = ", ".join(args.paths) if args.paths else "the default places (see --help)"
+        where = ", ".join(map(visible, args.paths)) if args.paths else "the default places (see --help)"
         print(f"convmem import: no {args.source} files found in {where}", file=sys.stderr)
         return 1
     return 1 if summary["skipped"] else 0

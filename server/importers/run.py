@@ -14,6 +14,7 @@ from types import ModuleType
 from eventstore.store import EventStore
 from projections.registry import Projector
 
+from ..principals import importer
 from . import chatgpt, claude_ai, claude_code, codex, memory_jsonl, reader
 from .options import Options
 from .reading import expand
@@ -41,7 +42,7 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     target = store if store is not None else EventStore(store_path, Projector())
     try:
         writer = Writer(target, report, batch=options.batch, bulk=options.bulk, dry_run=options.dry_run,
-                        progress=_progress(options))
+                        progress=_progress(options), principal=importer(source).name)
         projector = target.projector
         with projector.bulk_run() if isinstance(projector, Projector) else nullcontext():
             writer.write(reader.items(module, paths, report, options))

@@ -34,6 +34,7 @@ from typing import Any, TextIO
 from eventstore.events import KINDS, RELATION_TYPES, ROLES
 from eventstore.ids import to_str
 
+from .._terminal import visible
 from ..validation import (
     MAX_CONTENT,
     MAX_RELATIONS,
@@ -203,13 +204,13 @@ class Report:
     def add_note(self, line: str, out: TextIO | None = None) -> None:
         self.notes.append(line)
         if self.echo:
-            print(f"convmem import: note: {line}", file=out or sys.stderr)
+            print(f"convmem import: note: {visible(line)}", file=out or sys.stderr)
 
     def add_skip(self, line: str, out: TextIO | None = None) -> None:
         """A skip as ``file:line: why``."""
         self.skipped.append(line)
         if self.echo:
-            print(f"convmem import: warning: skipped {line}", file=out or sys.stderr)
+            print(f"convmem import: warning: skipped {visible(line)}", file=out or sys.stderr)
 
     def summary(self) -> dict:
         return {"source": self.source, "dry_run": self.dry_run, "files": self.files, "turns": self.turns,

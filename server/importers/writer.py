@@ -53,8 +53,11 @@ Item = Turn | list[Turn]      # a turn, or turns that refer to one another (writ
 
 class Writer:
     def __init__(self, store: EventStore, report: Report, *, batch: int = BATCH, bulk: bool = True,
-                 dry_run: bool = False, progress: Callable[[Report], None] | None = None) -> None:
+                 dry_run: bool = False, progress: Callable[[Report], None] | None = None,
+                 principal: str | None = None) -> None:
+        """``principal``: the name the events record (``import:<source>``)."""
         self.store, self.report = store, report
+        self.principal = principal
         self.batch_size, self.bulk, self.dry_run = max(1, batch), bulk, dry_run
         self.progress = progress
         self.known: dict[str, dict[str, str]] = {}     # session → import id → message id (committed)
@@ -147,7 +150,7 @@ class Writer:
         meta = metadata(turn.tags, "long" if turn.kind == "semantic" else "short", turn.kind, _IMPORTANCE,
                         turn.tool_call_id, turn.summary, tuple(dict.fromkeys(rels)) if rels else (),
                         (turn.import_id,))
-        event = written(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta)
+        event = written(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta, self.principal)
         try:
             validation.message(event.message)
         except ValidationError as exc:
@@ -293,7 +296,8 @@ class _Plan:
         self.updated += 1
         if self.w is not None:
             self.w.append([MessageUpdated(mid, old.revision + 1, max(turn.timestamp, old.updated_at),
-                                          now.content if now.content != content else None, meta)])
+                                          now.content if now.content != content else None, meta,
+                                          self.writer.principal)])
 
     def finish(self) -> None:
         self._append(self.held)
