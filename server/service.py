@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -45,6 +44,7 @@ from projections.registry import Projector
 
 from . import cursors, render, validation, views
 from ._rwlock import RWLock
+from .paths import default_store_path
 from .principals import LOCAL, Principal
 from .replication import Settings as ReplicationSettings
 from .scope import Seen
@@ -385,12 +385,6 @@ class MemoryService:
         return report
 
 
-def default_store_path() -> str:
-    env = os.environ.get("CONVMEM_STORE")
-    if env:
-        return env
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "convmem")
 
 
 __all__ = ["MemoryService", "ConvMemError", "default_store_path"]

@@ -281,7 +281,7 @@ def test_an_imported_message_names_its_source_turn_by_a_name_based_id(tmp_path, 
     expected = import_id(f"claude-code:{samples.SID}", "u1")
     assert first["metadata"]["source_message_ids"] == [expected]
     assert expected.startswith("0000000000") and len(expected) == 26
-    assert first["metadata"]["tags"] == ["claude-code"]
+    assert first["metadata"]["tags"] == ["claude-code", "project:/home/ada/shop"]    # the session's project: its cwd
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),

@@ -14,9 +14,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .. import transfer
+from .. import hook, transfer
 from .._terminal import visible
 from ..importers import command as importers_command
+from ..importers import follow
+from ..importers.follow import SOURCES as FOLLOWED
 from ..importers.run import SOURCES as TRANSCRIPT_SOURCES
 from ..importers.run import has_default
 from ..importers.turns import counted
@@ -26,6 +28,7 @@ from ._common import CommandError, check_usable, store_path
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
+    hook_parser(sub.add_parser("hook", parents=[common], help=hook.DESCRIPTION, description=hook.DESCRIPTION))
     text = "import messages from a file (sources: " + ", ".join(SOURCES) + ")"
     p = sub.add_parser("import", parents=[common], help=text, description=text)
     sources = p.add_subparsers(dest="source", required=True, metavar="SOURCE")
@@ -77,6 +80,9 @@ def _register_transcripts(name: str) -> Callable[[Any, argparse.ArgumentParser],
         text = f"import {name} transcripts into sessions (docs/import.md); re-running adds only what is new"
         p = sources.add_parser(name, parents=[common], help=text, description=text)
         importers_command.add_options(p, name)
+        if name in FOLLOWED:
+            p.add_argument("--follow", action="store_true",
+                           help="keep running: import what is appended to the transcripts as it is written")
         p.set_defaults(run=_run_transcripts)
     return register_source
 
@@ -89,7 +95,15 @@ def _run_transcripts(args: argparse.Namespace) -> int:
                            f"see convmem import {args.source} --help")
     path = store_path(args)
     check_usable(path)
+    if getattr(args, "follow", False):
+        return follow.command(args, path)
     return importers_command.run(args, path)
+
+
+def hook_parser(p: argparse.ArgumentParser) -> None:
+    """``convmem hook``: the Claude Code hook (:mod:`server.hook`, also ``convmem-hook``)."""
+    hook.parser(p)
+    p.set_defaults(run=hook.run)
 
 
 # source name → its ``register(sources, common)``

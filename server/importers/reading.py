@@ -10,7 +10,7 @@ import glob
 import json
 import os
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .turns import Report
@@ -49,22 +49,27 @@ def jsonl(path: str, report: Report) -> Iterator[tuple[int, dict[str, Any]]]:
         return
     report.files += 1
     with fh:
-        for number, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = _object(raw)
-            except RecursionError:
-                report.skip(f"{path}:{number}", "JSON nested too deeply")
-                continue
-            except ValueError:
-                complete = raw.endswith(b"\n")
-                report.skip(f"{path}:{number}", "not valid JSON" + ("" if complete else " (truncated last line)"))
-                continue
-            if not isinstance(obj, dict):
-                report.skip(f"{path}:{number}", "not a JSON object")
-                continue
-            yield number, obj
+        yield from objects(path, fh, report)
+
+
+def objects(path: str, raws: Iterable[bytes], report: Report, first: int = 1) -> Iterator[tuple[int, dict[str, Any]]]:
+    """:func:`jsonl` of lines already read (``raws``, the first numbered ``first``)."""
+    for number, raw in enumerate(raws, first):
+        if not raw.strip():
+            continue
+        try:
+            obj = _object(raw)
+        except RecursionError:
+            report.skip(f"{path}:{number}", "JSON nested too deeply")
+            continue
+        except ValueError:
+            complete = raw.endswith(b"\n")
+            report.skip(f"{path}:{number}", "not valid JSON" + ("" if complete else " (truncated last line)"))
+            continue
+        if not isinstance(obj, dict):
+            report.skip(f"{path}:{number}", "not a JSON object")
+            continue
+        yield number, obj
 
 
 _decode = json.JSONDecoder().decode

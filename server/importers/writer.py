@@ -13,7 +13,10 @@ the session's live messages and remembers which import ids they carry (and
 their message ids, for relations); a turn whose import id is already there is
 counted *present* and not written.  Importing a file
 twice, or a transcript that has grown since, therefore writes only what is
-new.  Message ids stay the store's ULIDs (strictly increasing: see
+new.  A follower reading on from its position sets ``since`` (see
+:mod:`.positions`): only the session's messages written after that event
+are read then, since no other can carry a turn it is about to write.
+Message ids stay the store's ULIDs (strictly increasing: see
 :mod:`eventstore.ids`); their time part is the turn's own timestamp
 whenever that is later than the store's last id.
 
@@ -38,7 +41,7 @@ from eventstore import ids
 from eventstore.errors import ValidationError
 from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata, metadata, written
 from eventstore.store import EventStore, Tx, WriteTx
-from projections import history, messages
+from projections import history, messages, sessions
 
 from .. import validation
 from .turns import IMPORT_ID_PREFIX, Report, Turn, import_id
@@ -54,10 +57,17 @@ Item = Turn | list[Turn]      # a turn, or turns that refer to one another (writ
 class Writer:
     def __init__(self, store: EventStore, report: Report, *, batch: int = BATCH, bulk: bool = True,
                  dry_run: bool = False, progress: Callable[[Report], None] | None = None,
-                 principal: str | None = None) -> None:
-        """``principal``: the name the events record (``import:<source>``)."""
+                 principal: str | None = None, last: Callable[[WriteTx], None] | None = None) -> None:
+        """``principal``: the name the events record (``import:<source>``).
+        ``last(w)`` runs in the transaction that ends the source (after its
+        events; in a transaction of its own when the source gives nothing):
+        where the source was read up to is kept with what was read."""
         self.store, self.report = store, report
         self.principal = principal
+        self.last = last
+        # set: no turn to write can be in the store but as a message written after this event
+        # (a follower reading on from its position): only those are read to know what is there
+        self.since: int | None = None
         self.batch_size, self.bulk, self.dry_run = max(1, batch), bulk, dry_run
         self.progress = progress
         self.known: dict[str, dict[str, str]] = {}     # session → import id → message id (committed)
@@ -74,10 +84,14 @@ class Writer:
         reading fail, what was read is written and committed, then the
         failure raised."""
         self.items, self.ahead, self.failure = iter(items), None, None
+        batches = 0
         while self._more():
             self._batch()
+            batches += 1
         if self.failure is not None:
             raise self.failure
+        if not batches and self.last is not None and not self.dry_run:
+            self.store.execute(self.last)
 
     def _more(self) -> bool:
         if self.ahead is None and self.failure is None:
@@ -119,6 +133,8 @@ class Writer:
                 taken.extend(run)
                 batch.take(run)
             batch.finish()
+            if w is not None and self.last is not None and not self._more() and self.failure is None:
+                self.last(w)
             return batch
         if self.dry_run:
             with self.store.read() as tx:
@@ -159,17 +175,30 @@ class Writer:
         return event
 
     def _known(self, tx: Tx, session_id: str) -> dict[str, str]:
-        """The import ids of the session's live messages, read once per run."""
+        """The import ids of the session's live messages, read once per run
+        (with ``since``: of those written after that event, when they are fewer)."""
         known = self.known.get(session_id)
         if known is None:
             known = self.known[session_id] = {}
-            for mid in history.after(tx, session_id, None, 1 << 62):
+            for mid in self._candidates(tx, session_id):
                 state = messages.get(tx, mid)
                 for source in state.metadata.source_message_ids if state is not None else ():
                     if source.startswith(IMPORT_ID_PREFIX):
                         known[source] = mid
                         break
         return known
+
+    def _candidates(self, tx: Tx, session_id: str) -> Iterable[str]:
+        """The session's messages that may carry an import id of the turns to write."""
+        if self.since is not None:
+            entry = sessions.get(tx, session_id)
+            if entry is None:
+                return ()
+            if self.store.last_sequence(tx) - self.since < entry.message_count:
+                events = self.store.iter_events(tx, self.since + 1)
+                return dict.fromkeys(event.message.message_id for _, event, _ in events
+                                     if isinstance(event, MessageWritten) and event.message.session_id == session_id)
+        return history.after(tx, session_id, None, 1 << 62)
 
 
 class _Plan:
