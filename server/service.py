@@ -317,6 +317,17 @@ class MemoryService:
                 results.append(item)
         return {"status": "OK", "results": results}
 
+    def written_per_day(self, days: int, *, principal: Principal = LOCAL) -> tuple[dict[int, int], int]:
+        """Live messages by UTC day of their write time, for the ``days`` days up to the newest
+        message's, and how many are older (:func:`projections.messages.per_day`); whole-store
+        counts, so refused to a limited principal, as health is."""
+        if principal.limited:
+            raise ValidationError(f"written_per_day: counts the whole store and needs a token that sees "
+                                  f"every session, not only {principal.scope_text()}")
+        with self._read() as tx:
+            counts = messages.per_day(tx, days)
+            return counts, stats.read(tx)["active"] - sum(counts.values())
+
     # -------------------------------------------------------- maintenance
     def rebuild(self, *, principal: Principal = LOCAL) -> dict:
         principal.check_write("rebuild_index")

@@ -178,5 +178,11 @@ class TokenFile:
             return None
         return found[1]
 
+    def named(self, token_id: str) -> Principal | None:
+        """The principal of the named token with this id while it is not revoked (a browser
+        signed in with it is refused at its next request once it is)."""
+        found = self._fresh().get(token_id)
+        return None if found is None else found[1]
+
     def __repr__(self) -> str:
         return f"TokenFile({self.path!r})"
