@@ -62,6 +62,7 @@ from .evaluation import (
     field_score,
     kept_chunks,
     member,
+    reuse,
 )
 from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, exact_key, list_prefix
 from .index.arrays import Kept, counts, first_docnos
@@ -120,7 +121,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
         return []
     lists = _plan(tx, st, query_terms(query), pend)
     trace.lists, trace.postings = len(lists), sum(lst.df for lst in lists)
-    acc = Sums(_docno_bound(tx, pend))
+    acc = Sums(_docno_bound(tx, pend), reuse(tx))
     hits = _evaluate(tx, query, limit, trace, prune, context, pool, fl, pend, lists, acc, st)
     acc.release()               # only after a search that ended well: its arrays are known clean
     return hits
@@ -156,6 +157,7 @@ def _evaluate(tx: Tx, query: str, limit: int, trace: Trace, prune: bool, context
 def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: PendingView) -> list[QueryList]:
     lists: list[QueryList] = []
     snap = snapshot(tx)
+    decoded = reuse(tx).lists
     with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
         for f, name in enumerate(FIELDS):
             n = st[f"n_{name}"]
@@ -165,7 +167,7 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: PendingVie
             found, total = [], 0.0
             for term, q in qterms.items():
                 prefix = list_prefix(f, term)
-                kept = kept_chunks(prefix, snap)
+                kept = kept_chunks(tx, prefix, snap)
                 if kept is None:
                     keys, chunks = _chunks(cur, prefix)
                     kept = Kept(keys, chunks, first_docnos(keys), int(counts(chunks).sum()))
@@ -176,7 +178,7 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: PendingVie
                 if df_all:
                     found.append((term, w, kept, df_all, q))
             lists.extend(QueryList(f, term, w / total, kept.df, avg, kept.keys, kept.raws, df_all, q, snap,
-                                   kept.firsts)
+                                   kept.firsts, decoded)
                          for term, w, kept, df_all, q in found)
     return lists
 
