@@ -1,10 +1,13 @@
-"""The projector: every read model, applied to each event in its write transaction.
+"""The projector: every read model, applied to each batch of events in its write transaction.
 
 Deterministic: a function of ``(transaction state, event)`` only — no clock, no
 id generation — so replaying the log reproduces the live read models byte for
-byte.  The one input besides the log, :class:`~projections.index.IndexConfig`,
-decides bytes only through its layout knobs, which are part of the index
-fingerprint kept in the store (a store opened with other ones is rebuilt).
+byte.  It has one entry, :meth:`Projector.apply`, which takes a batch (a live
+write is a batch of one); each read model takes a run of written messages in
+one call, and how the log is cut into batches changes no byte.  The one
+input besides the log, :class:`~projections.index.IndexConfig`, decides bytes
+only through its layout knobs, which are part of the index fingerprint kept
+in the store (a store opened with other ones is rebuilt).
 
 **The order of the projectors is declared here, once**, because some read
 models read others while they change:
