@@ -86,7 +86,7 @@ def build(path: str, data: str, total: int) -> dict:
                     mid = w.new_id(ts)
                     if session == BIG:
                         previous = mid
-                    w.append(MessageWritten(Message(mid, session, role, content, ts, ts, 1, meta)))
+                    w.append([MessageWritten(Message(mid, session, role, content, ts, ts, 1, meta))])
             service.store.execute(command)
             written += len(batch)
             print(f"\rbuilt {written}/{total}", end="", file=sys.stderr, flush=True)
