@@ -71,7 +71,7 @@ def dumps_counts(counts: dict[str, int]) -> bytes:
     time, and these maps are written by every write transaction.  The map
     is remembered with its bytes for :func:`loads_counts`."""
     raw = cbor2.dumps(counts)
-    _COUNTS.keep((raw, tuple(counts)), dict(counts))
+    _COUNTS.keep((raw, tuple(counts)), tuple(counts.items()))
     return raw
 
 
@@ -89,7 +89,7 @@ def loads_counts(raw: bytes | None, order: tuple[str, ...], what: str) -> dict[s
     return {k: found.get(k, 0) for k in order}
 
 
-_COUNTS: Memo[tuple[bytes, tuple[str, ...]], dict[str, int]] = Memo(16)
+_COUNTS: Memo[tuple[bytes, tuple[str, ...]], tuple[tuple[str, int], ...]] = Memo(16)
 
 
 def loads(raw: bytes | memoryview) -> object:

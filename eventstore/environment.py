@@ -24,11 +24,12 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import lmdb
 
 from . import files
+from .caches import Caches
 from .errors import StoreIOError
 
 DATA_FILE = "data.mdb"
@@ -36,6 +37,9 @@ INITIAL_MAP = 64 << 20
 MAX_MAP = 1 << 40
 LOCK_BYTES = 128 + 256 * 64          # LMDB's lock file for 256 readers
 _BEGIN_ATTEMPTS = 8
+# A named sub-database's handle (``Environment.open_db``); py-lmdb gives its
+# type no public name, so it is typed by what is done with it.
+DbHandle: TypeAlias = Any
 
 
 class RemapGuard:
@@ -77,7 +81,8 @@ class Environment:
         self.specs = specs
         self.lock = lock
         self.guard = RemapGuard()
-        self.dbs: dict[str, lmdb._Database] = {}
+        self.dbs: dict[str, DbHandle] = {}
+        self.caches = Caches()            # what is kept between transactions: a fresh one each opening
         self._map_size = map_size
         self._env: lmdb.Environment | None = None
 
@@ -97,6 +102,7 @@ class Environment:
         except BaseException:
             env.close()
             raise
+        self.caches = Caches()
         self._env = env
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from .errors import DamagedRecordError
+from .memo import Memo
 
 _MAX = (1 << 128) - 1
 _MS, _RANDOM = (1 << 48) - 1, (1 << 80) - 1       # an id's time part, its random part
@@ -22,8 +23,8 @@ _AS_INT_DIGITS = bytes.maketrans(_DIGIT_SET, b"0123456789abcdefghijklmnopqrstuv"
 _PAIRS = [a + b for a in _DIGITS for b in _DIGITS]      # every 10 bits as two digits
 _TRIPLES = [a + b for a in _DIGITS for b in _PAIRS]     # every 15 bits as three digits
 _CACHED = 16384                          # conversions remembered (both ways; dropped when full)
-_bytes_of: dict[str, bytes] = {}
-_text_of: dict[bytes, str] = {}
+_BYTES_OF: Memo[str, bytes] = Memo(_CACHED)
+_TEXT_OF: Memo[bytes, str] = Memo(_CACHED)
 
 
 def next_id(last: bytes | None, now_ms: int, randomness: int) -> bytes:
@@ -73,11 +74,8 @@ def remember(texts: list[str], raws: list[bytes]) -> None:
     """Cache the conversions of ids made elsewhere (a text and its 16 bytes,
     pair by pair), as :func:`to_str` and :func:`to_bytes` cache theirs: an id
     about to be stored is soon turned into bytes again."""
-    if len(_bytes_of) + len(texts) > _CACHED:
-        _bytes_of.clear()
-        _text_of.clear()
-    _bytes_of.update(zip(texts[-_CACHED:], raws[-_CACHED:]))
-    _text_of.update(zip(raws[-_CACHED:], texts[-_CACHED:]))
+    _BYTES_OF.keep_all(zip(texts, raws), len(texts))
+    _TEXT_OF.keep_all(zip(raws, texts), len(texts))
 
 
 def texts_at_once(raws: list[bytes]) -> list[str]:
@@ -109,7 +107,7 @@ def is_canonical(text: object) -> bool:
 
 def to_bytes(text: str) -> bytes:
     """The 16 key bytes of a canonical id (``ValueError`` for anything else)."""
-    raw = _bytes_of.get(text)
+    raw = _BYTES_OF.get(text)
     if raw is None:
         if not is_canonical(text):
             raise ValueError("not a canonical ULID")
@@ -121,7 +119,7 @@ def to_bytes(text: str) -> bytes:
 def to_str(raw: bytes) -> str:
     """The canonical text of 16 stored id bytes; any other length is a damaged
     record (:class:`DamagedRecordError`: ``CORRUPT_STORE``, and a ``ValueError``)."""
-    text = _text_of.get(raw)
+    text = _TEXT_OF.get(raw)
     if text is None:
         if len(raw) != 16:
             raise DamagedRecordError("a stored message id is not 16 bytes")
@@ -138,10 +136,8 @@ def _text(n: int) -> str:
             + t[n & 32767])
 
 
+
 def _remember(text: str, raw: bytes) -> None:
-    """Cache a conversion both ways: an id read from a record is soon a key again."""
-    if len(_bytes_of) >= _CACHED:
-        _bytes_of.clear()
-        _text_of.clear()
-    _bytes_of[text] = raw
-    _text_of[raw] = text
+    """Keep a conversion both ways: an id read from a record is soon a key again."""
+    _BYTES_OF.keep(text, raw)
+    _TEXT_OF.keep(raw, text)

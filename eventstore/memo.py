@@ -9,6 +9,7 @@ pending records, a session's entry between its writes, a source's facets).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TypeVar
 
 K = TypeVar("K")
@@ -28,3 +29,13 @@ class Memo(dict[K, V]):
             self.clear()
         self[key] = value
         return value
+
+    def keep_all(self, items: Iterable[tuple[K, V]], count: int) -> None:
+        """Remember the ``count`` pairs of ``items`` (forgetting everything
+        first when they would not fit beside what is kept; only the last
+        ``limit`` of them when they do not fit at all)."""
+        if len(self) + count > self.limit:
+            self.clear()
+        if count > self.limit:
+            items = list(items)[-self.limit:]
+        self.update(items)

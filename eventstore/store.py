@@ -44,7 +44,7 @@ import lmdb
 
 from . import codec, files, meta, replay
 from .bulk import bulk_work
-from .environment import DATA_FILE, INITIAL_MAP, Environment
+from .environment import DATA_FILE, INITIAL_MAP, DbHandle, Environment
 from .errors import ConvMemError, CorruptStoreError, StoreIOError, translate
 from .events import Event
 from .locks import DirectoryLock
@@ -101,7 +101,7 @@ class EventStore:
         self._open()
 
     @property
-    def _dbs(self) -> dict[str, lmdb._Database]:
+    def _dbs(self) -> dict[str, DbHandle]:
         return self._env.dbs
 
     # ----------------------------------------------------------------- opening
@@ -178,7 +178,7 @@ class EventStore:
         """
         try:
             with self._env.transaction(write=False) as txn:
-                yield Tx(txn, self._dbs)
+                yield Tx(txn, self._dbs, self._env.caches)
         except lmdb.BadTxnError as exc:
             raise CorruptStoreError("reading the store: LMDB gave up on a damaged page "
                                     f"({type(exc).__name__}); run `convmem replay`") from exc
@@ -282,7 +282,7 @@ class EventStore:
     def _transaction(self, body: Callable[[WriteTx], T], bulk: bool = False) -> T:
         """``body`` in one synced write transaction, the projector state flushed before."""
         with self._env.transaction(write=True) as txn:
-            w = WriteTx(txn, self._dbs, store=self, bulk=bulk)
+            w = WriteTx(txn, self._dbs, self._env.caches, store=self, bulk=bulk)
             try:
                 result = body(w)
                 w.flush()
@@ -390,7 +390,10 @@ class EventStore:
             return self._replay_into(w, 1, progress)
         # bulk: projectors may hold their work until the flush, and there is room
         # for the old read models too (they stay until the commit)
-        return self._run(rebuild, "rebuilding the read models", bulk=True)
+        try:
+            return self._run(rebuild, "rebuilding the read models", bulk=True)
+        finally:
+            self._env.caches.invalidate()       # nothing kept of the old read models
 
     def _replay_into(self, w: WriteTx, start: int, progress=None) -> int:
         """Apply the log from ``start`` on; the watermark ends at the last sequence.

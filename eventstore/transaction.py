@@ -19,6 +19,8 @@ from typing import Protocol
 import lmdb
 
 from . import codec, ids, meta
+from .caches import Caches
+from .environment import DbHandle
 from .errors import CorruptStoreError
 from .events import Event
 
@@ -63,12 +65,14 @@ class Projector(Protocol):
 
 @dataclass
 class Tx:
-    """A transaction plus the sub-database handles, handed to projectors."""
+    """A transaction plus the sub-database handles and what the process keeps
+    for their environment opening (:mod:`eventstore.caches`), handed to projectors."""
 
     txn: lmdb.Transaction[bytes]      # never opened with buffers=True: keys and values are bytes
-    dbs: dict[str, lmdb._Database]
+    dbs: dict[str, DbHandle]
+    caches: Caches = field(default_factory=Caches)
 
-    def db(self, name: str) -> lmdb._Database:
+    def db(self, name: str) -> DbHandle:
         return self.dbs[name]
 
     def put_last(self, name: str, key: bytes, value: bytes) -> None:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from eventstore.transaction import Tx
+
 from .index import FIELDS
 from .index.arrays import EMPTY, DecodedLists, Kept, Postings, Snapshot, decode_chunks, first_docnos
 
@@ -31,20 +33,32 @@ WEIGHTS = (1.0, 0.9, 0.8)            # content, summary, tags
 WHOLE = 10.0                         # added to a field's sum when it equals the query whole
 WHOLE_SHARE = 4                      # look documents up in the whole list (decoded once, kept) when it has
 WHOLE_MIN = 32                       # < WHOLE_MIN chunks or they fall in ≥ 1/WHOLE_SHARE of its chunks
-CACHE_BYTES = 128 << 20              # decoded lists kept between searches (per process)
+CACHE_BYTES = 128 << 20              # decoded lists kept between searches (per open store)
 _NF = len(FIELDS)
 _UNSET = np.zeros(0, np.int64)
-LISTS = DecodedLists(CACHE_BYTES)
 MASK_LOOKUPS = 2048                  # an allowed set is asked of more documents at once: as a bool array
 SPARE = 4                            # sum arrays kept, zeroed, for later searches (one per concurrent search)
-_SPARE: list[tuple[np.ndarray, np.ndarray]] = []
-_SPARE_LOCK = threading.Lock()
 
 
-def kept_chunks(name: bytes, snapshot: Snapshot | None) -> Kept | None:
+class Reuse:
+    """What searches of one open store hand on to later ones (a slot of its
+    caches, :mod:`eventstore.caches`): decoded posting lists, and sum arrays
+    zeroed again."""
+
+    def __init__(self) -> None:
+        self.lists = DecodedLists(CACHE_BYTES)
+        self.spare: list[tuple[np.ndarray, np.ndarray]] = []
+        self.lock = threading.Lock()
+
+
+def reuse(tx: Tx) -> Reuse:
+    return tx.caches.slot(Reuse)
+
+
+def kept_chunks(tx: Tx, name: bytes, snapshot: Snapshot | None) -> Kept | None:
     """A list's chunks as kept with its decoded postings, when they are known
     to be the store's in ``snapshot`` (:meth:`DecodedLists.confirmed`)."""
-    return LISTS.confirmed(name, snapshot)
+    return reuse(tx).lists.confirmed(name, snapshot)
 
 
 def field_score(total: float) -> float:
@@ -75,6 +89,7 @@ class QueryList:
     q: float = 1.0         # the term's query weight
     snapshot: Snapshot | None = None     # the one the chunks were read in (None: may still change)
     firsts: np.ndarray = dataclasses.field(default_factory=lambda: _UNSET)   # each chunk's first docno
+    kept: DecodedLists | None = None     # the store's decoded lists (None: decoded here, not kept)
     _whole: Postings | None = None
     _peeked: bool = False
 
@@ -94,7 +109,8 @@ class QueryList:
     def whole(self) -> Postings:
         """Every posting, in docno order."""
         if self._whole is None:
-            self._whole = LISTS.get(self.keys, self.chunks, self.firsts, self.snapshot)
+            kept = self.kept if self.kept is not None else DecodedLists(0)
+            self._whole = kept.get(self.keys, self.chunks, self.firsts, self.snapshot)
         return self._whole
 
     def find(self, docnos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -103,8 +119,8 @@ class QueryList:
         many of its chunks, else from the chunks they fall in."""
         if not len(docnos) or not self.keys:
             return np.zeros(len(docnos), bool), EMPTY.tfs, EMPTY.lengths
-        if self._whole is None and not self._peeked:
-            self._whole, self._peeked = LISTS.peek(self.keys, self.chunks, self.snapshot), True
+        if self._whole is None and not self._peeked and self.kept is not None:
+            self._whole, self._peeked = self.kept.peek(self.keys, self.chunks, self.snapshot), True
         if self._whole is not None:
             found = self._whole
         elif len(self.keys) < WHOLE_MIN:                 # a short list: decoded once, kept
@@ -132,12 +148,14 @@ class Sums:
     """Per field, each document's partial sum (``WHOLE`` added for a whole
     match), in arrays indexed by docno; and the documents that have one."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, reuse: Reuse | None = None) -> None:
         self.size = max(size, 1)
         self.sums: list[np.ndarray | None] = [None] * _NF
         self._fresh: list[np.ndarray] = []
-        with _SPARE_LOCK:
-            spare = _SPARE.pop() if _SPARE and len(_SPARE[-1][0]) >= self.size else None
+        self._reuse = reuse if reuse is not None else Reuse()
+        kept = self._reuse.spare
+        with self._reuse.lock:
+            spare = kept.pop() if kept and len(kept[-1][0]) >= self.size else None
         if spare is not None:          # an earlier search's arrays, zeroed again: no pages to fault in
             self.seen, self.sums[0] = spare
             self.size = len(self.seen)
@@ -153,9 +171,9 @@ class Sums:
         content[docs] = 0.0
         self.seen[docs] = False
         self.sums = [None] * _NF
-        with _SPARE_LOCK:
-            if len(_SPARE) < SPARE:
-                _SPARE.append((self.seen, content))
+        with self._reuse.lock:
+            if len(self._reuse.spare) < SPARE:
+                self._reuse.spare.append((self.seen, content))
 
     def _fit(self, top: int) -> None:
         if top < self.size:

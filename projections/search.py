@@ -61,6 +61,7 @@ from .evaluation import (
     field_score,
     kept_chunks,
     member,
+    reuse,
 )
 from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, exact_key, list_prefix
 from .index.arrays import Kept, Postings, counts, first_docnos
@@ -143,7 +144,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
     lists = _plan(tx, st, query_terms(query), pend)
     trace.lists, trace.postings = len(lists), sum(lst.df for lst in lists)
     plan = QueryPlan(tx, query, limit, st, fl, pend, lists, trace, prune, context)
-    acc = Sums(_docno_bound(tx, pend))
+    acc = Sums(_docno_bound(tx, pend), reuse(tx))
     hits = _evaluate(plan, acc)
     acc.release()               # only after a search that ended well: its arrays are known clean
     return hits
@@ -178,6 +179,7 @@ def _evaluate(plan: QueryPlan, acc: Sums) -> list[Hit]:
 def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: PendingView) -> list[QueryList]:
     lists: list[QueryList] = []
     snap = snapshot(tx)
+    decoded = reuse(tx).lists
     with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
         for f, name in enumerate(FIELDS):
             n = st[f"n_{name}"]
@@ -187,7 +189,7 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: PendingVie
             found, total = [], 0.0
             for term, q in qterms.items():
                 prefix = list_prefix(f, term)
-                kept = kept_chunks(prefix, snap)
+                kept = kept_chunks(tx, prefix, snap)
                 if kept is None:
                     keys, chunks = _chunks(cur, prefix)
                     kept = Kept(keys, chunks, first_docnos(keys), int(counts(chunks).sum()))
@@ -198,7 +200,7 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: PendingVie
                 if df_all:
                     found.append((term, w, kept, df_all, q))
             lists.extend(QueryList(f, term, w / total, kept.df, avg, kept.keys, kept.raws, df_all, q, snap,
-                                   kept.firsts)
+                                   kept.firsts, decoded)
                          for term, w, kept, df_all, q in found)
     return lists
 
@@ -270,14 +272,15 @@ def _read(lst: QueryList, acc: Sums, trace: Trace, only: np.ndarray | None = Non
 def _top_k(plan: QueryPlan, acc: Sums, admit: Admit,
            done: np.ndarray) -> tuple[np.ndarray, list[QueryList], list[tuple[np.ndarray, int]]]:
     """Read the query's merged lists whole while an unseen document could
-    still make the top k (k: the plan's pool); then complete, list by list from the lists left,
-    the candidates that still could — dropping, after each list, those that
-    no longer can.  ``done``: the pending documents, scored whole.  Returns
-    the candidates completed (sorted), the lists not read whole, and the
-    candidates dropped, each group with how many of those lists its sums
-    hold."""
+    still make the top k (k: the plan's pool); then complete, list by list
+    from the lists left, the candidates that still could — dropping, after
+    each list, those that no longer can.  ``done``: the pending documents,
+    scored whole.  Returns the candidates completed (sorted), the lists not
+    read whole, and the candidates dropped, each group with how many of
+    those lists its sums hold.  A list with no merged postings adds nothing
+    to any document here: it is left out (on a small store, all are)."""
     k, trace, prune = plan.pool, plan.trace, plan.prune
-    order = sorted((lst for lst in plan.lists if lst.df), key=lambda lst: -lst.weight)   # an empty one adds nothing
+    order = sorted((lst for lst in plan.lists if lst.df), key=lambda lst: -lst.weight)
     theta, top = acc.kth_top(k, admit)
     while order and (not prune or _bound(order) >= theta - EPS):
         lst = order.pop(0)

@@ -107,7 +107,9 @@ _KATAKANA_LONG = re.compile(r"(?<=[\u30a1-\u30fa\u30fc-\u30ff]{3})ー(?![\u30a1-
 _STEMMABLE = re.compile(r"[a-z']+")
 _TRANSLATE = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 _MIDDLE_DOT = re.compile(r"(?<=[\u30a1-\u30fa\u30fc-\u30ff])・(?=[\u30a1-\u30fa\u30fc-\u30ff])")
-_LOCAL = threading.local()              # PyStemmer objects are not thread-safe
+# PyStemmer objects are not thread-safe: the one stemmer is used under its lock
+# (only on a miss of _stem's cache, so rarely taken at all).
+_STEMMER, _STEMMER_LOCK = Stemmer.Stemmer("english"), threading.Lock()
 _CACHED_PIECE_CHARS = 64                # longer pieces are rare: not cached
 
 # The Snowball English stopword list (snowballstem.org), plus can/will/just.
@@ -147,10 +149,9 @@ def bounded(term: str) -> str:
 def _stem(word: str) -> str:
     if not _STEMMABLE.fullmatch(word):
         return bounded(word)
-    stemmer = getattr(_LOCAL, "stemmer", None)
-    if stemmer is None:
-        stemmer = _LOCAL.stemmer = Stemmer.Stemmer("english")
-    return bounded(stemmer.stemWord(word))
+    with _STEMMER_LOCK:
+        stem = _STEMMER.stemWord(word)
+    return bounded(stem)
 
 
 def _parts(span: str) -> list[str]:

@@ -28,8 +28,9 @@ def settle_heap() -> None:
     Frozen objects are never walked again; what requests allocate is still
     collected as before, and the objects alive do not grow with the number of
     requests (~800 tracked objects besides the frozen ones after 3,000 writes),
-    so nothing unbounded is pinned.  It runs before the store opens; a replay
-    at open turns the collector off for itself (:mod:`eventstore.bulk`).
+    so nothing unbounded is pinned.  It runs before the store opens; each bulk
+    transaction (a replay at open, a replica's catch-up) freezes what is alive
+    again when it starts (:mod:`eventstore.bulk`).
     """
     start = time.perf_counter()
     gc.collect()

@@ -102,6 +102,12 @@ def test_decoded_lists_stay_within_their_budget():
     assert 0 < len(kept._entries) < 20
 
 
+def forget(svc) -> None:
+    """Drop what the store's searches kept (decoded lists, spare sums, masks)."""
+    with svc.store.read() as tx:
+        tx.caches.invalidate()
+
+
 def ranked(svc, query):
     return [(r["message_id"], r["score"]) for r in svc.search(query, Filters(), 0, 10)["results"]]
 
@@ -110,7 +116,6 @@ def test_searches_with_lists_kept_from_earlier_ones_rank_as_a_fresh_process_woul
     """Writes, merges, updates and deletes between searches: what the kept
     lists give is always what decoding the store afresh gives."""
     monkeypatch.setattr(evaluation, "WHOLE_MIN", 1)                 # every lookup goes through kept lists
-    monkeypatch.setattr(evaluation, "LISTS", DecodedLists(1 << 30))
     svc = MemoryService(store_path)
     words = ["deploy", "release", "status", "zebra", "weekly", "report", "alpha", "beta"]
     queries = ["deploy status", "weekly report zebra", "alpha beta release", "status"]
@@ -125,7 +130,7 @@ def test_searches_with_lists_kept_from_earlier_ones_rank_as_a_fresh_process_woul
             for mid in ids[round_ * 40 + 5:round_ * 40 + 8]:
                 svc.update_message(mid, f"zebra status {round_}", {}, None)
             warm = [ranked(svc, q) for q in queries]
-            monkeypatch.setattr(evaluation, "LISTS", DecodedLists(1 << 30))     # nothing kept
+            forget(svc)                                                  # nothing kept
             assert [ranked(svc, q) for q in queries] == warm
     finally:
         svc.close()
@@ -187,7 +192,7 @@ def test_sum_arrays_handed_from_search_to_search_rank_as_fresh_ones(store_path, 
             return out + [ranked(svc, q) for q in queries[2:]]
         reused = run()
         monkeypatch.setattr(evaluation, "SPARE", 0)
-        monkeypatch.setattr(evaluation, "_SPARE", [])
+        forget(svc)
         assert run() == reused and all(reused)
     finally:
         svc.close()
@@ -215,7 +220,6 @@ def test_a_search_of_a_snapshot_already_searched_reads_no_chunks_of_the_lists_ke
     """Lists found to be the store's in a snapshot are not read again in it;
     after a write (a new snapshot) they are read and compared again."""
     from projections import search as ranker
-    monkeypatch.setattr(evaluation, "LISTS", DecodedLists(1 << 30))
     monkeypatch.setattr(evaluation, "WHOLE_MIN", 1)
     reads: list[bytes] = []
     real = ranker._chunks
@@ -233,7 +237,7 @@ def test_a_search_of_a_snapshot_already_searched_reads_no_chunks_of_the_lists_ke
         svc.write_message("s9", "user", "deploy later", Metadata())
         again = ranked(svc, "deploy status")
         assert reads                                             # a new snapshot: read again
-        monkeypatch.setattr(evaluation, "LISTS", DecodedLists(1 << 30))
+        forget(svc)
         assert ranked(svc, "deploy status") == again
     finally:
         svc.close()

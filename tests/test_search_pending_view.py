@@ -100,7 +100,8 @@ def test_results_do_not_depend_on_what_was_kept(svc):
             svc.search("plan deploy", Filters(), 0, 5)
     for word in WORDS:
         kept = svc.search(word, Filters(), 0, 10)
-        view_module._current = None
+        with svc.store.read() as tx:
+            tx.caches.slot(view_module.Epochs).current = None
         fresh = svc.search(word, Filters(), 0, 10)
         assert kept == fresh
 

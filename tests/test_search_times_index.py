@@ -87,13 +87,15 @@ def test_messages_written_after_the_arrays_were_read_extend_them(store_path):
             clock.now = T0 + i
             write(svc, f"note {i}")
         check_windows(svc, [T0 + i for i in range(5)])
-        first = times._kept
+        with svc.store.read() as tx:
+            kept = tx.caches.slot(times.Times)
+        first = kept.kept
         for i in range(5, 8):
             clock.now = T0 + i
             write(svc, f"note {i}")
             check_windows(svc, [T0 + i for i in range(i + 1)])
-        assert times._kept is not None and first is not None and times._kept.n == 8
-        assert times._kept.buffer is first.buffer                 # extended in place
+        assert kept.kept is not None and first is not None and kept.kept.n == 8
+        assert kept.kept.buffer is first.buffer                   # extended in place
     finally:
         svc.close()
 

@@ -145,10 +145,10 @@ class Kept(NamedTuple):
     df: int
 
 
-# A store snapshot: the environment opening's sub-database handles (held, so
-# their identity cannot be reused) and LMDB's transaction id, which every
-# committed write changes (see .masks).
-Snapshot = tuple[object, int]
+# A store snapshot's name: the generation of the store's caches and LMDB's
+# transaction id, which every committed write changes
+# (:meth:`eventstore.caches.Caches.snapshot`).
+Snapshot = tuple[int, int]
 
 
 class DecodedLists:
@@ -175,7 +175,7 @@ class DecodedLists:
         with self._lock:
             old = self._entries.get(name)
             seen = self._seen.get(name)
-        if old is None or seen is None or seen[0] is not snapshot[0] or seen[1] != snapshot[1]:
+        if old is None or seen != snapshot:
             return None
         return Kept(old.keys, old.raws, old.firsts, int(old.ends[-1]))
 

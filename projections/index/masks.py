@@ -6,10 +6,11 @@ asked of the best candidates one by one, on their ``docs`` rows — a few
 microseconds each.  When a search has to ask many (the best candidates of a
 query may be hundreds of near-copies that all fail), reading the condition's
 facet lists whole is cheaper: a few milliseconds for a million messages, then
-nothing per document.  The array is kept with the snapshot's identity — the
-environment opening (its sub-database handles, held so their identity cannot
-be reused) and LMDB's transaction id, which every committed write changes —
-so any later search of the same snapshot reuses it, and none of another.
+nothing per document.  The array is kept with the snapshot's name (the
+store's caches' generation and LMDB's transaction id, which every committed
+write changes: :meth:`eventstore.caches.Caches.snapshot`) in the store's
+caches (:class:`Masks`), so any later search of the same snapshot reuses it,
+and none of another.
 """
 
 from __future__ import annotations
@@ -27,21 +28,31 @@ from .layout import DOCS, FACETS, docno_of
 
 KEPT = 8                    # snapshots' masks kept (a few filters of the current snapshot)
 
-_lock = threading.Lock()
-_kept: OrderedDict[tuple, tuple[dict, np.ndarray]] = OrderedDict()
+
+class Masks:
+    """The masks kept for one store (a slot of its caches): the ``KEPT`` last
+    made, read-only, by snapshot and conditions."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[tuple, np.ndarray] = OrderedDict()
+
+    def get(self, name: tuple | None) -> np.ndarray | None:
+        if name is None:
+            return None
+        with self._lock:
+            return self._kept.get(name)
+
+    def put(self, name: tuple, mask: np.ndarray) -> None:
+        with self._lock:
+            self._kept[name] = mask
+            while len(self._kept) > KEPT:
+                self._kept.popitem(last=False)
 
 
 def kept(tx: Tx, conditions: Sequence[Sequence[bytes]], changes: tuple[int, ...] | None = None) -> np.ndarray | None:
     """The mask of ``conditions`` if one is kept for this snapshot (see :func:`mask`)."""
-    return _lookup(tx, _name(tx, conditions, changes))
-
-
-def _lookup(tx: Tx, name: tuple | None) -> np.ndarray | None:
-    if name is None:
-        return None
-    with _lock:
-        found = _kept.get(name)
-    return found[1] if found is not None and found[0] is tx.dbs else None
+    return tx.caches.slot(Masks).get(_name(tx, conditions, changes))
 
 
 def mask(tx: Tx, conditions: Sequence[Sequence[bytes]], changes: tuple[int, ...] | None = None) -> np.ndarray:
@@ -54,7 +65,7 @@ def mask(tx: Tx, conditions: Sequence[Sequence[bytes]], changes: tuple[int, ...]
     or an update or a delete changes a document's (those counts grow) — a
     write that merges nothing leaves the mask good."""
     name = _name(tx, conditions, changes)
-    found = _lookup(tx, name)
+    found = tx.caches.slot(Masks).get(name)
     if found is not None:
         return found
     lists = [[facet_docnos(tx, key) for key in keys] for keys in conditions]
@@ -69,10 +80,7 @@ def mask(tx: Tx, conditions: Sequence[Sequence[bytes]], changes: tuple[int, ...]
         out &= meets
     out.flags.writeable = False
     if name is not None:
-        with _lock:
-            _kept[name] = (tx.dbs, out)
-            while len(_kept) > KEPT:
-                _kept.popitem(last=False)
+        tx.caches.slot(Masks).put(name, out)
     return out
 
 
@@ -81,7 +89,7 @@ def _name(tx: Tx, conditions: Sequence[Sequence[bytes]], changes: tuple[int, ...
     if snap is None:
         return None
     state = snap[1] if changes is None else (tx.txn.stat(tx.db(FACETS))["entries"], *changes)
-    return id(snap[0]), state, tuple(tuple(keys) for keys in conditions)
+    return snap[0], state, tuple(tuple(keys) for keys in conditions)
 
 
 def snapshot(tx: Tx) -> Snapshot | None:
@@ -89,7 +97,7 @@ def snapshot(tx: Tx) -> Snapshot | None:
     transaction: its snapshot changes as it writes)."""
     if isinstance(tx, WriteTx):
         return None
-    return tx.dbs, tx.txn.id()
+    return tx.caches.snapshot(tx.txn.id())
 
 
 def facet_docnos(tx: Tx, key: bytes) -> np.ndarray:

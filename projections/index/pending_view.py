@@ -10,8 +10,9 @@ searches.
 
 Between two merges the pending records change in one way only as long as no
 message is updated or deleted: records are added, with docnos greater than
-any before.  An *epoch* is such a stretch: the same environment (compaction
-and replication open new ones), the same first pending key (a merge empties
+any before.  An *epoch* is such a stretch: the same store's caches (kept in
+them, :class:`Epochs`: compaction and replication open new environments, and
+so new caches), the same first pending key (a merge empties
 ``pending``; the next first docno is new), and the same update and delete
 counts.  Within an epoch the records are kept in one append-only
 :class:`_Epoch`, and each search sees the prefix its own snapshot holds (its
@@ -46,8 +47,8 @@ class _Epoch:
     """The pending records of one epoch, decoded, in docno order, with their
     inverted lists (indexes into ``records``, ascending: append-only)."""
 
-    def __init__(self, key: tuple, dbs: object) -> None:
-        self.key, self.dbs = key, dbs
+    def __init__(self, key: tuple) -> None:
+        self.key = key
         self.records: list[Pending] = []
         self.index: dict[int, int] = {}                    # docno → its index
         self.terms: list[dict[str, list[int]]] = [{}, {}, {}]   # per field: term → indexes
@@ -185,36 +186,40 @@ class PendingView:
         return np.array([docnos[i] for i in picked], np.int64)
 
 
-_LOCK = threading.Lock()
-_current: _Epoch | None = None
+class Epochs:
+    """The current epoch of one store (a slot of its caches)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.current: _Epoch | None = None
 
 
 def pending_view(tx: Tx, stats: dict[str, int]) -> PendingView:
     """The pending records ``tx`` sees (``stats``: the statistics it sees).
     A write transaction's are read whole and not kept: it may yet abort."""
-    global _current
+    epochs = tx.caches.slot(Epochs)
     handle = tx.db(PENDING)
     n = tx.txn.stat(handle)["entries"]
     with tx.txn.cursor(db=handle) as cur:
         if isinstance(tx, WriteTx):
-            return _whole(tx, cur, (), None)
+            return _whole(tx, cur, ())
         first = bytes(cur.key()) if cur.first() else b""
         last = docno_of(cur.key()) if cur.last() else -1
         key = (first, stats["updates"], stats["deleted"])
-        with _LOCK:
-            epoch = _current
-            if epoch is None or epoch.key != key or epoch.dbs is not tx.dbs:
-                epoch = _Epoch(key, tx.dbs)
+        with epochs.lock:
+            epoch = epochs.current
+            if epoch is None or epoch.key != key:
+                epoch = _Epoch(key)
             if len(epoch.records) < n:       # those after the epoch's last
                 after = docno_key(epoch.records[-1].docno + 1) if epoch.records else b""
                 epoch.read(tx, cur, cur.set_range(after))
             if n and not (len(epoch.records) >= n and epoch.records[n - 1].docno == last):
-                return _whole(tx, cur, key, tx.dbs)     # not what this snapshot holds: nothing kept
-            _current = epoch
+                return _whole(tx, cur, key)     # not what this snapshot holds: nothing kept
+            epochs.current = epoch
     return PendingView(epoch, n)
 
 
-def _whole(tx: Tx, cur, key: tuple, dbs: object) -> PendingView:
-    epoch = _Epoch(key, dbs)
+def _whole(tx: Tx, cur, key: tuple) -> PendingView:
+    epoch = _Epoch(key)
     epoch.read(tx, cur, cur.first())
     return PendingView(epoch, len(epoch.records))

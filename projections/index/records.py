@@ -16,10 +16,11 @@ next merge; search reads pending records as :class:`Pending` values.
 from __future__ import annotations
 
 import re
-from collections import _count_elements  # type: ignore[attr-defined]  # Counter's C loop
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 from typing import NamedTuple
 
 from eventstore import codec
@@ -55,7 +56,7 @@ EMPTY = FieldEntry(0, (), b"", ())
 # function of its bytes, so one found here is what decoding them would give,
 # without the decoding (~60,000 instructions a record under callgrind).  More
 # than ``merge_at`` of them: a whole pending set.
-_STORED: Memo[bytes, Record] = Memo(4096)
+_STORED: Memo[bytes, tuple[tuple[FieldEntry, ...], tuple[bytes, ...]]] = Memo(4096)
 _RECORD_HEAD, _ENTRY_HEAD = codec.array_head(len(FIELDS) + 1), codec.array_head(4)
 
 
@@ -89,7 +90,7 @@ class Record:
         (written to ``pending`` and soon read back: by a merge, or by the next
         transaction of an import)."""
         raw = self.encode()
-        _STORED.keep(raw, self)
+        _STORED.keep(raw, (tuple(self.fields), tuple(self.facets)))
         return raw
 
     @classmethod
@@ -97,7 +98,7 @@ class Record:
         """:meth:`decode`, or a copy of the record this process stored as
         ``raw`` (its entries are immutable; its lists are its own)."""
         known = _STORED.get(raw)
-        return cls.decode(raw) if known is None else cls(list(known.fields), list(known.facets))
+        return cls.decode(raw) if known is None else cls(list(known[0]), list(known[1]))
 
     @classmethod
     def decode(cls, raw: bytes) -> Record:
@@ -153,8 +154,7 @@ def _entry(field: int, texts: list[str]) -> FieldEntry:
     exact = tuple(exact_key(field, text) for text in dict.fromkeys(texts))
     if not toks:
         return FieldEntry(0, (), b"", exact)
-    counts: dict[str, int] = {}
-    _count_elements(counts, toks)          # terms in order of first occurrence
+    counts = Counter(toks)                 # terms in order of first occurrence
     tfs = counts.values()
     return FieldEntry(min(len(toks), MAX_LENGTH), tuple(counts),
                       bytes(tfs) if max(tfs) <= MAX_TF else bytes(min(n, MAX_TF) for n in tfs), exact)
@@ -178,7 +178,7 @@ def facet_keys(msg: Message) -> list[bytes]:
     values = (msg.session_id, msg.role, m.memory_kind, m.memory_tier, m.importance, m.tags)
     found = _FACETS.get(values)
     if found is None:
-        found = _FACETS.keep(values, _facet_keys(msg.session_id, msg.role, m))
+        found = _FACETS.keep(values, tuple(_facet_keys(msg.session_id, msg.role, m)))
     return list(found)
 
 
@@ -189,7 +189,7 @@ def _facet_keys(session_id: str, role: str, m: Metadata) -> list[bytes]:
             + [b"g" + tag.encode("utf-8") for tag in dict.fromkeys(m.tags)])
 
 
-_FACETS: Memo[tuple, list[bytes]] = Memo(4096)
+_FACETS: Memo[tuple, tuple[bytes, ...]] = Memo(4096)
 
 
 def record_of(msg: Message) -> Record:
@@ -220,13 +220,14 @@ def count_lengths(deltas: dict[str, int], field: int, lengths: Iterable[int], ke
 
 
 # ------------------------------------------------------------------ reading
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Pending:
-    """A pending record as search reads it."""
+    """A pending record as search reads it: shared by every search that
+    meets its bytes (:func:`parsed`), so nothing in it can be changed."""
 
     docno: int
     lengths: tuple[int, ...]
-    tfs: tuple[dict[str, int], ...]
+    tfs: tuple[Mapping[str, int], ...]      # read-only views
     exact: frozenset[bytes]
     facets: frozenset[bytes]
 
@@ -246,7 +247,7 @@ def parsed(docno: int, raw: bytes) -> Pending:
     if found is None or found.docno != docno:
         rec = Record.loaded(raw)
         found = Pending(docno, tuple(e.length for e in rec.fields),
-                        tuple(dict(e.postings()) for e in rec.fields),
+                        tuple(MappingProxyType(dict(e.postings())) for e in rec.fields),
                         frozenset(x for e in rec.fields for x in e.exact), frozenset(rec.facets))
         _PARSED.keep(raw, found)
     return found

@@ -7,8 +7,9 @@ and takes the GIL at each step): 1.4 ms for the 10,000 messages of a 1%
 window over a million, at every search.  The arrays cost the same per key,
 once: ``times`` changes in two ways only — a new message adds its key
 (nearly always the greatest: it is appended), a delete removes one.  So the
-arrays are kept with the environment opening (its sub-database handles,
-held so their identity cannot be reused) and the store's count of deletes:
+arrays are kept in the store's caches (:class:`Times`, a slot of
+:class:`eventstore.caches.Caches`: one per environment opening) with the
+store's count of deletes:
 for a later snapshot with the same count, the keys past the
 last one kept are read and appended, and if they are all the keys it added
 the arrays are that snapshot's.  Anything else (a delete, a key put before
@@ -47,16 +48,29 @@ class _Buffer:
 
 
 class _Kept(NamedTuple):
-    dbs: object
     changes: tuple[int, ...]
     buffer: _Buffer
     n: int                 # keys of the snapshot it holds (a prefix of the buffer)
     last: bytes            # the greatest of them (b"": none)
 
 
-_lock = threading.Lock()
-_kept: _Kept | None = None
-_debt = 0                  # keys searches read one by one since the arrays went stale
+class Times:
+    """The arrays kept for one store (a slot of its caches), and what reading
+    windows key by key has cost since they went stale."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.kept: _Kept | None = None
+        self.debt = 0              # keys searches read one by one since the arrays went stale
+
+    def owe(self, keys: int) -> None:
+        with self.lock:
+            self.debt += keys
+
+    def keep(self, fresh: _Kept) -> _Kept:
+        with self.lock:
+            self.kept, self.debt = fresh, 0
+        return fresh
 
 
 def window(tx: Tx, lo: int, end: int, changes: tuple[int, ...] | None,
@@ -66,47 +80,46 @@ def window(tx: Tx, lo: int, end: int, changes: tuple[int, ...] | None,
     are more than ``cap``.  ``changes``: the store's count of deletes (or
     counts that grow with it), as ``tx`` sees them (None: unknown, the keys
     are read)."""
-    kept = None if changes is None else _arrays(tx, changes)
+    times = tx.caches.slot(Times)
+    kept = None if changes is None else _arrays(tx, times, changes)
     if kept is not None:
         stamps = kept.buffer.stamps[:kept.n]
         i, j = np.searchsorted(stamps, np.array([lo, max(lo, end)], np.uint64)).tolist()
-        return None if cap is not None and j - i > cap else kept.buffer.docnos[i:j]
+        if cap is not None and j - i > cap:
+            return None
+        found = kept.buffer.docnos[i:j]
+        found.flags.writeable = False        # a view of the store's arrays: nobody's to change
+        return found
     with tx.txn.cursor(db=tx.db(TIMES)) as cur:
         keys = key_range(cur, time_key(lo, 0), time_key(end, 0), None if cap is None else cap + 1)
-    _owe(len(keys))
+    times.owe(len(keys))
     if cap is not None and len(keys) > cap:
         return None
     return tail_docnos(b"".join(keys), _KEY)
 
 
-def _owe(keys: int) -> None:
-    global _debt
-    with _lock:
-        _debt += keys
-
-
-def _arrays(tx: Tx, changes: tuple[int, ...]) -> _Kept | None:
+def _arrays(tx: Tx, times: Times, changes: tuple[int, ...]) -> _Kept | None:
     """The arrays of this snapshot (None: read the window key by key)."""
     if isinstance(tx, WriteTx):              # its snapshot changes as it writes
         return None
-    with _lock:
-        kept, debt = _kept, _debt
+    with times.lock:
+        kept, debt = times.kept, times.debt
     n = tx.txn.stat(tx.db(TIMES))["entries"]
-    if kept is not None and kept.dbs is tx.dbs and kept.changes == changes:
+    if kept is not None and kept.changes == changes:
         if n == kept.n:
             return kept
         if n > kept.n:
             with tx.txn.cursor(db=tx.db(TIMES)) as cur:
                 added = _after(cur, kept.last)
             if len(added) == n - kept.n:
-                return _extend(kept, tx, changes, added)
-    if kept is not None and kept.dbs is tx.dbs and debt < n:    # stale: walk until that costs as much
+                return _extend(times, kept, changes, added)
+    if kept is not None and debt < n:    # stale: walk until that costs as much
         return None
     with tx.txn.cursor(db=tx.db(TIMES)) as cur:
         keys = list(cur.iternext(values=False)) if cur.first() else []
     stamps, docnos = _split(keys)
-    fresh = _Kept(tx.dbs, changes, _Buffer(stamps, docnos, 2 * len(keys)), len(keys), keys[-1] if keys else b"")
-    return _keep(fresh)
+    fresh = _Kept(changes, _Buffer(stamps, docnos, 2 * len(keys)), len(keys), keys[-1] if keys else b"")
+    return times.keep(fresh)
 
 
 def _after(cur, last: bytes) -> list[bytes]:
@@ -117,13 +130,13 @@ def _after(cur, last: bytes) -> list[bytes]:
     return keys[1:] if keys and keys[0] == last else keys
 
 
-def _extend(kept: _Kept, tx: Tx, changes: tuple[int, ...], added: list[bytes]) -> _Kept:
+def _extend(times: Times, kept: _Kept, changes: tuple[int, ...], added: list[bytes]) -> _Kept:
     """``kept`` with the keys ``added`` after its last: written in place past
     its prefix when nobody has, else into a buffer twice as large."""
     stamps, docnos = _split(added)
     n = kept.n + len(added)
     buf = kept.buffer
-    with _lock:
+    with times.lock:
         in_place = buf.filled == kept.n and n <= len(buf.stamps)
         if in_place:
             buf.stamps[kept.n:n], buf.docnos[kept.n:n] = stamps, docnos
@@ -131,14 +144,7 @@ def _extend(kept: _Kept, tx: Tx, changes: tuple[int, ...], added: list[bytes]) -
     if not in_place:
         buf = _Buffer(np.concatenate([buf.stamps[:kept.n], stamps]), np.concatenate([buf.docnos[:kept.n], docnos]),
                       2 * n)
-    return _keep(_Kept(tx.dbs, changes, buf, n, added[-1]))
-
-
-def _keep(fresh: _Kept) -> _Kept:
-    global _kept, _debt
-    with _lock:
-        _kept, _debt = fresh, 0
-    return fresh
+    return times.keep(_Kept(changes, buf, n, added[-1]))
 
 
 def _split(keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:

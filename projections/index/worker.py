@@ -59,13 +59,8 @@ if TYPE_CHECKING:
 Done = tuple[list[tuple[int, Message]], list[int], list[GatheredField]]
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = ("records.py", "gather.py", "layout.py")
-# The second process's program.  It loads the modules serve needs and not the
-# package's __init__, which loads the live write path too (a fifth of its
-# start-up): the package stands in as a bare module with its path.
-PROGRAM = ("import sys, types, projections; "
-           "index = sys.modules['projections.index'] = types.ModuleType('projections.index'); "
-           "index.__path__ = [projections.__path__[0] + '/index']; "
-           "from projections.index.worker import serve; serve()")
+# The second process's program: a plain import of this module.
+PROGRAM = "from projections.index.worker import serve; serve()"
 PIPE_SIZE = 1 << 20     # bytes each pipe to and from the second process holds (Linux's unprivileged limit)
 
 

@@ -32,6 +32,7 @@ import nats
 import nats.errors
 import nats.js.errors
 from nats.js import api
+from nats.nuid import NUID
 
 from eventstore.errors import StoreIOError
 
@@ -89,7 +90,7 @@ class Link:
         self._client: Any = None
         self._js: Any = None
         self._follow_task: asyncio.Task | None = None
-        self._fast: dict[int, Callable[[bytes, bytes, bytes, bytes | None], bool]] = {}   # sid → raw handler
+        self._names = NUID()            # unique consumer names
         self.connected = False
         self._closing = False
         self._connector = self._submit(self._connect_forever())
@@ -138,7 +139,6 @@ class Link:
                     reconnected_cb=self._on_reconnected)
                 self._nc = self._client
                 self._js = self._nc.jetstream(timeout=PUBLISH_TIMEOUT)
-                self._install_fast_path()
                 self.connected = True
                 log.info("replication: connected to %s", self._nc.connected_url.netloc)
             except asyncio.CancelledError:
@@ -146,22 +146,6 @@ class Link:
             except Exception as exc:            # no server answered yet: keep trying
                 log.debug("replication: cannot connect yet (%s)", exc)
                 await asyncio.sleep(RETRY_WAIT)
-
-    def _install_fast_path(self) -> None:
-        """Messages to a subscription in ``_fast`` go to its handler straight from nats-py's
-        parser (``Client._process_msg``, called by it for every message): no ``Msg``, no
-        header dict of its own, no queue and no task hop for each — half the link's time in a
-        catch-up.  What a handler does not understand (it returns False) takes the usual way."""
-        slow = getattr(self._nc, "_process_msg", None)
-        if slow is None:                      # another nats-py: the usual way only
-            return
-        fast = self._fast
-
-        async def process_msg(sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
-            handler = fast.get(sid)
-            if handler is None or not handler(subject, reply, data, headers):
-                await slow(sid, subject, reply, data, headers)
-        self._nc._process_msg = process_msg
 
     async def _on_error(self, exc: Exception) -> None:
         log.debug("replication: NATS client error: %s", exc)
@@ -306,7 +290,7 @@ class Link:
         """One consumer from ``cursor[0]`` on, pulled with plain requests into a callback:
         nats-py's ``fetch`` costs a task per message, which halves the catch-up speed."""
         stream = layout.stream(self.base, generation)
-        config = api.ConsumerConfig(name=self._nc._nuid.next().decode(),
+        config = api.ConsumerConfig(name=self._names.next().decode(),
                                     filter_subject=layout.root(self.base, generation) + ".>",
                                     deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=cursor[0],
                                     ack_policy=api.AckPolicy.NONE, inactive_threshold=30.0, num_replicas=1,
@@ -314,7 +298,6 @@ class Link:
         consumer = (await self._js.add_consumer(stream, config=config)).name
         pull = _Pull(self, generation, cursor)
         sub = await self._nc.subscribe(self._nc.new_inbox(), cb=pull.on_msg)
-        self._fast[sub._id] = pull.on_raw
         request = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
         try:
             idle = 0
@@ -330,7 +313,6 @@ class Link:
                 if idle and idle % IDLE_CHECK == 0:
                     await self._js.consumer_info(stream, consumer)    # raises when it or its stream is gone
         finally:
-            self._fast.pop(sub._id, None)
             try:
                 await sub.unsubscribe()
                 await self._js.delete_consumer(stream, consumer)
@@ -381,24 +363,6 @@ class _Pull:
         else:
             self._take(_record(msg))
 
-    def on_raw(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> bool:
-        """:meth:`on_msg` for a message as nats-py's parser hands it over (see
-        :meth:`Link._install_fast_path`); False for what it does not read."""
-        head = _headers(headers)
-        if head is None:
-            return False
-        status, description, fields = head
-        if status is not None and not data:
-            self._ended(status, description)
-            return True
-        tokens = reply.split(b".")
-        if tokens[:2] != [b"$JS", b"ACK"] or len(tokens) not in (9, 11, 12):
-            return False
-        seq, ts, pending = (tokens[5], tokens[7], tokens[8]) if len(tokens) == 9 else (tokens[7], tokens[9], tokens[10])
-        self._take(Record(seq=int(seq), subject=subject.decode(), data=data, kind=fields.get(layout.KIND_HEADER),
-                          msg_id=fields.get(_MSG_ID), timestamp=int(ts) / 1e9, pending=int(pending)))
-        return True
-
     def _ended(self, status: str, description: str) -> None:
         if status not in ("404", "408"):           # 404 no messages, 408 expired: the request ended
             self.failed = f"{status} {description}".strip()
@@ -422,24 +386,6 @@ class _Pull:
 
 
 _MSG_ID = api.Header.MSG_ID.value
-
-
-def _headers(raw: bytes | None) -> tuple[str | None, str, dict[str, str]] | None:
-    """(status, its description, the fields) of a NATS header block (``NATS/1.0[ 404
-    No Messages]`` then ``Name: value`` lines); None if it is not one."""
-    if not raw:
-        return None, "", {}
-    lines = raw.split(b"\r\n")
-    if not lines[0].startswith(b"NATS/1.0"):
-        return None
-    code, _, description = lines[0][8:].strip().partition(b" ")
-    fields = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if sep:
-            fields[name.strip().decode("ascii", "replace")] = value.strip().decode("utf-8", "replace")
-    status = code.decode("ascii", "replace") if code.isdigit() else None
-    return status, description.strip().decode("utf-8", "replace"), fields
 
 
 def _record(msg) -> Record:
