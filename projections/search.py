@@ -72,7 +72,7 @@ from .index.pending_view import PendingView, pending_view
 from .query import Filters
 from .tokens import query_terms
 
-__all__ = ["B", "K1", "PARTIAL_CAP", "WEIGHTS", "WHOLE", "Filters", "Hit", "QueryPlan", "Trace", "combine",
+__all__ = ["B", "K1", "PARTIAL_CAP", "WEIGHTS", "WHOLE", "Filters", "Hit", "Options", "QueryPlan", "Trace", "combine",
            "field_score", "idf", "search"]
 
 ALLOWED_MAX = 10_000                 # largest filter set worth building
@@ -105,6 +105,15 @@ def idf(n_docs: int, df: int) -> float:
     return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
 
+@dataclass(frozen=True)
+class Options:
+    """How a search evaluates; the defaults serve, the others are for tests
+    and comparisons."""
+
+    prune: bool = True             # False: read every list whole (the same result, slower)
+    context: bool = True           # False: rank by the own fields alone
+
+
 @dataclass
 class QueryPlan:
     """One search, planned: what it reads — the query's lists, the pending
@@ -120,20 +129,18 @@ class QueryPlan:
     pending: PendingView
     lists: list[QueryList]
     trace: Trace
-    prune: bool = True             # False: read every list whole (the same result, slower)
-    context: bool = True           # False: rank by the own fields alone
+    options: Options
 
     @property
     def pool(self) -> int:
         """How many candidates the own fields' evaluation must find."""
-        return max(self.limit, POOL) if self.context else self.limit
+        return max(self.limit, POOL) if self.options.context else self.limit
 
 
-def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = None, *,
-           prune: bool = True, context: bool = True) -> list[Hit]:
-    """The best ``limit`` live messages for ``query`` under ``flt``.
-    ``prune=False`` reads every list whole (the same result, slower: for
-    tests); ``context=False`` ranks by the own fields alone (for comparisons)."""
+def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = None,
+           options: Options = Options()) -> list[Hit]:
+    """The best ``limit`` live messages for ``query`` under ``flt`` (what the
+    evaluation did goes to ``trace``)."""
     trace = trace if trace is not None else Trace()
     st = stats.read(tx)
     fl = FacetFilter(tx, flt, st["active"], (st["updates"], st["deleted"]))
@@ -143,7 +150,7 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
         return []
     lists = _plan(tx, st, query_terms(query), pend)
     trace.lists, trace.postings = len(lists), sum(lst.df for lst in lists)
-    plan = QueryPlan(tx, query, limit, st, fl, pend, lists, trace, prune, context)
+    plan = QueryPlan(tx, query, limit, st, fl, pend, lists, trace, options)
     acc = Sums(_docno_bound(tx, pend), reuse(tx))
     hits = _evaluate(plan, acc)
     acc.release()               # only after a search that ended well: its arrays are known clean
@@ -168,7 +175,7 @@ def _evaluate(plan: QueryPlan, acc: Sums) -> list[Hit]:
     else:
         trace.path = "top-k"
         candidates, rest, dropped = _top_k(plan, acc, admit, done)
-    if plan.context:
+    if plan.options.context:
         complete = np.sort(np.concatenate([candidates, done]))
         completed = _Completion(acc, rest, complete, dropped, trace)
         return _rank_in_context(plan, acc, candidates, completed, admit)
@@ -279,7 +286,7 @@ def _top_k(plan: QueryPlan, acc: Sums, admit: Admit,
     read whole, and the candidates dropped, each group with how many of
     those lists its sums hold.  A list with no merged postings adds nothing
     to any document here: it is left out (on a small store, all are)."""
-    k, trace, prune = plan.pool, plan.trace, plan.prune
+    k, trace, prune = plan.pool, plan.trace, plan.options.prune
     order = sorted((lst for lst in plan.lists if lst.df), key=lambda lst: -lst.weight)
     theta, top = acc.kth_top(k, admit)
     while order and (not prune or _bound(order) >= theta - EPS):

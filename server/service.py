@@ -261,7 +261,7 @@ class MemoryService:
         """``boost=False`` ranks by the own fields alone (for benchmarks)."""
         from projections import search as search_index  # the ranker loads numpy: not at start-up
         with self._read() as tx:
-            hits = search_index.search(tx, query, flt, limit, context=boost)
+            hits = search_index.search(tx, query, flt, limit, options=search_index.Options(context=boost))
             budget, results = render.Budget(), list[dict]()
             for hit in hits:
                 item = self._result(tx, hit)
