@@ -179,7 +179,8 @@ def _evaluate(plan: QueryPlan, acc: Sums) -> list[Hit]:
         complete = np.sort(np.concatenate([candidates, done]))
         completed = _Completion(acc, rest, complete, dropped, trace)
         return _rank_in_context(plan, acc, candidates, completed, admit)
-    return _rank(acc, [(_reported(acc.score(d)), d) for d in candidates.tolist()], fl, plan.limit, admit)
+    own = acc.scores(candidates).tolist()         # each as acc.score gives it, in one array step
+    return _rank(acc, [(_reported(v), d) for v, d in zip(own, candidates.tolist())], fl, plan.limit, admit)
 
 
 # --------------------------------------------------------------------- plan

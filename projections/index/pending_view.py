@@ -81,7 +81,6 @@ class _Epoch:
         for k in p.facets:
             self.facets.setdefault(k, []).append(i)
 
-
     def postings(self, field: int, term: str) -> Postings:
         """The postings of every record kept with ``term`` in ``field``, as
         arrays (read-only: they are shared by the searches of the epoch).
