@@ -20,7 +20,11 @@ version    type tag                         ``MessageWritten`` payload
 =========  ===============================  ======================================
 
 ``MessageUpdated`` and ``MessageDeleted`` payloads are the same in both but
-for null standing for default metadata.  Decoding upcasts version 1 events
+for null standing for default metadata.  In version 2 every payload may end
+with one more item, the event's principal (a text: who made it, never a
+secret); an event without it (written before principals were recorded, or by
+compaction) decodes with ``principal=None``.  A ``MessageDeleted`` with its
+time is ``[id, principal or null, deleted_at]``.  Decoding upcasts version 1 events
 (logs written before version 2 keep them until a compaction re-writes them).
 """
 
@@ -190,7 +194,7 @@ def _meta_in(raw: object) -> Metadata:
 def encode_event(event: Event) -> bytes:
     if type(event) is MessageWritten:
         try:
-            body = _written_body(event.message)
+            body = _written_body(event.message, event.principal)
         except (AttributeError, TypeError, ValueError, OverflowError):
             body = _generic_body(event)     # a value of another type: cbor2 says what it makes of it
     else:
@@ -212,6 +216,10 @@ def _generic_body(event: Event) -> bytes:
         tag, payload = 3, [to_bytes(event.message_id)]
     else:
         raise TypeError(f"not an event: {type(event).__name__}")
+    if type(event) is MessageDeleted and event.deleted_at is not None:
+        payload += [event.principal, event.deleted_at]
+    elif event.principal is not None:
+        payload.append(event.principal)
     return dumps([tag, VERSION, payload])
 
 
@@ -239,6 +247,7 @@ def _head(major: int, n: int) -> bytes:
 _HEADS = [[bytes((major << 5 | n,)) for n in range(24)] for major in range(8)]
 _NULL = b"\xf6"
 _WRITTEN_HEAD = b"\x83\x01" + _HEADS[0][VERSION] + b"\x88"    # [1, VERSION, [8 fields]]
+_WRITTEN_BY_HEAD = _WRITTEN_HEAD[:-1] + b"\x89"                 # [1, VERSION, [8 fields, principal]]
 _ID_HEAD = _HEADS[2][16]
 
 
@@ -284,16 +293,17 @@ _BYTES_HEADS = [_head(2, n) for n in range(256)]
 _ARRAY_HEADS = _HEADS[4]
 
 
-def _written_body(m: Message) -> bytes:
+def _written_body(m: Message, principal: str | None) -> bytes:
     mid = to_bytes(m.message_id)
     meta, ts, upd, rev = m.metadata, m.timestamp, m.updated_at, m.revision
     if type(ts) is not int or type(upd) is not int or type(rev) is not int:
         raise TypeError("not an int")
     late, later = ts - int.from_bytes(mid[:6], "big"), upd - ts      # usually 0, 0 and a revision of 1
-    return b"".join((_WRITTEN_HEAD, _ID_HEAD, mid, _text(m.session_id), _UINTS[ROLES.index(m.role)],
-                     _text(m.content), _UINTS[late] if 0 <= late < 24 else _int(late),
+    return b"".join((_WRITTEN_HEAD if principal is None else _WRITTEN_BY_HEAD, _ID_HEAD, mid, _text(m.session_id),
+                     _UINTS[ROLES.index(m.role)], _text(m.content), _UINTS[late] if 0 <= late < 24 else _int(late),
                      _UINTS[later] if 0 <= later < 24 else _int(later), _UINTS[rev] if 0 <= rev < 24 else _int(rev),
-                     _NULL if _is_default(meta) else _metadata_body(meta)))
+                     _NULL if _is_default(meta) else _metadata_body(meta),
+                     b"" if principal is None else _text(principal)))
 
 
 def _is_default(meta: Metadata) -> bool:
@@ -333,17 +343,26 @@ def _fixed_body(tags: tuple[str, ...], tier: str, kind: str, importance: int, to
                      _NULL if summary is None else _text(summary)])
 
 
+def _principal(payload: list, fields: int) -> str | None:
+    """The principal ending a payload of ``fields`` items, if it has one more."""
+    if len(payload) == fields:
+        return None
+    _check(len(payload) == fields + 1 and isinstance(payload[fields], str))
+    return payload[fields]
+
+
 def _written(payload: list, version: int) -> MessageWritten:
-    mid, session, role, content, ts, upd, rev, meta = payload
+    principal = _principal(payload, 8)
+    mid, session, role, content, ts, upd, rev, meta = payload[:8]
     _check(isinstance(mid, bytes) and isinstance(session, str) and isinstance(content, str)
            and type(ts) is int and type(upd) is int and type(rev) is int)
     if version == 1:
         _check(role in ROLES)
         return MessageWritten(Message(to_str(mid), session, role, content, ts, upd, rev,
-                                      metadata_from_list(meta)))
+                                      metadata_from_list(meta)), principal)
     _check(type(role) is int and 0 <= role < len(ROLES))
     ts += _id_ms(mid)
-    return written(to_str(mid), session, ROLES[role], content, ts, ts + upd, rev, _meta_in(meta))
+    return written(to_str(mid), session, ROLES[role], content, ts, ts + upd, rev, _meta_in(meta), principal)
 
 
 _WRITTEN_AT = _CRC.size + len(_WRITTEN_HEAD) + 1      # where a written event's id starts
@@ -356,8 +375,8 @@ def remember_ids(raws: list[bytes]) -> None:
     place :func:`encode_event` puts them, not decoded: an event laid out
     otherwise is only not prepared, and whatever 16 bytes are picked, the
     text remembered for them is theirs."""
-    head = _WRITTEN_HEAD + _ID_HEAD
-    picked = [raw[_WRITTEN_AT:_WRITTEN_AT + 16] for raw in raws if raw[_CRC.size:_WRITTEN_AT] == head]
+    heads = (_WRITTEN_HEAD + _ID_HEAD, _WRITTEN_BY_HEAD + _ID_HEAD)
+    picked = [raw[_WRITTEN_AT:_WRITTEN_AT + 16] for raw in raws if raw[_CRC.size:_WRITTEN_AT] in heads]
     if len(picked) >= VECTORED:
         remember(texts_at_once(picked), picked)
 
@@ -384,13 +403,19 @@ def decode_event(raw: bytes | memoryview) -> Event:
         if tag == 1:
             return _written(payload, version)
         if tag == 2:
-            mid, rev, upd, content, meta = payload
+            principal = _principal(payload, 5)
+            mid, rev, upd, content, meta = payload[:5]
             _check(isinstance(mid, bytes) and type(rev) is int and type(upd) is int and _str_or_none(content))
-            return MessageUpdated(to_str(mid), rev, upd, content, meta_in(meta))
+            return MessageUpdated(to_str(mid), rev, upd, content, meta_in(meta), principal)
         if tag == 3:
-            (mid,) = payload
+            mid, deleted_at = payload[0], None
+            if len(payload) == 3:                  # [id, principal or null, time]
+                principal, deleted_at = payload[1], payload[2]
+                _check(_str_or_none(principal) and type(deleted_at) is int)
+            else:
+                principal = _principal(payload, 1)
             _check(isinstance(mid, bytes))
-            return MessageDeleted(to_str(mid))
+            return MessageDeleted(to_str(mid), principal, deleted_at)
     except CorruptStoreError:
         raise
     except Exception as exc:  # any shape or CBOR problem means the bytes are bad

@@ -46,6 +46,7 @@ class Message:
 class MessageWritten:
     TYPE = "MessageWritten"
     message: Message
+    principal: str | None = None       # who wrote it (a name, never a secret); None in older logs
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,15 @@ class MessageUpdated:
     updated_at: int
     content: str | None
     metadata: Metadata
+    principal: str | None = None
 
 
 @dataclass(frozen=True)
 class MessageDeleted:
     TYPE = "MessageDeleted"
     message_id: str
+    principal: str | None = None
+    deleted_at: int | None = None      # ms since the epoch; None in older logs
 
 
 Event = MessageWritten | MessageUpdated | MessageDeleted
@@ -84,14 +88,14 @@ _set = object.__setattr__
 
 
 def written(message_id: str, session_id: str, role: str, content: str, timestamp: int,
-            updated_at: int, revision: int, metadata: Metadata) -> MessageWritten:
+            updated_at: int, revision: int, metadata: Metadata, principal: str | None = None) -> MessageWritten:
     """``MessageWritten(Message(...))``, built at once."""
     m = _new(Message)
     _set(m, "__dict__", {"message_id": message_id, "session_id": session_id, "role": role, "content": content,
                          "timestamp": timestamp, "updated_at": updated_at, "revision": revision,
                          "metadata": metadata})
     event = _new(MessageWritten)
-    event.__dict__["message"] = m
+    event.__dict__.update(message=m, principal=principal)
     return event
 
 

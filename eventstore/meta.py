@@ -13,6 +13,9 @@ key                value
 ``last_id``        16 bytes: the greatest message id given so far
 ``secret``         32 random bytes: the key that signs paging cursors
 ``io``             CBOR map of the logical I/O counters (:data:`IO_KEYS`)
+``follow/…``       a caller's own values (:data:`CALLER_PREFIX`): where
+                   ``import --follow`` and the hook stopped reading each
+                   transcript (:mod:`server.importers.positions`)
 =================  ==========================================================
 
 Every reader checks the shape of what it reads: damage is ``CORRUPT_STORE``.
@@ -27,7 +30,8 @@ from .errors import CorruptStoreError
 
 FORMAT_VERSION = 2
 IO_KEYS = ("write_bytes", "write_calls", "flush_calls", "truncate_calls", "replace_calls")
-CARRIED = (b"last_id", b"secret")   # kept across compaction besides the counters
+CARRIED = (b"last_id", b"secret")   # kept across compaction besides the counters (and the callers' values)
+CALLER_PREFIX = b"follow/"          # keys a caller may read and write through the store (kept by compaction)
 _IO_ORDER = codec.canonical_order(IO_KEYS)     # the counters' map is built in this order: written without sorting
 
 
@@ -83,6 +87,32 @@ def put_io_counters(txn, db, io: dict[str, int]) -> None:
 
 
 def carried(txn, db) -> dict[bytes, bytes]:
-    """The values of :data:`CARRIED` that are set."""
+    """The values of :data:`CARRIED` that are set, and the callers' values."""
     found = {k: txn.get(k, db=db) for k in CARRIED}
-    return {k: bytes(v) for k, v in found.items() if v is not None}
+    kept = {k: bytes(v) for k, v in found.items() if v is not None}
+    kept.update(caller_values(txn, db, CALLER_PREFIX))
+    return kept
+
+
+def caller_values(txn, db, prefix: bytes) -> dict[bytes, bytes]:
+    """Every caller's value whose key starts with ``prefix`` (itself under :data:`CALLER_PREFIX`)."""
+    check_caller_key(prefix)
+    found: dict[bytes, bytes] = {}
+    with txn.cursor(db=db) as cur:
+        if cur.set_range(prefix):
+            for k, v in cur:
+                if not k.startswith(prefix):
+                    break
+                found[bytes(k)] = bytes(v)
+    return found
+
+
+def put_caller_value(txn, db, key: bytes, value: bytes) -> None:
+    check_caller_key(key)
+    txn.put(key, value, db=db)
+
+
+def check_caller_key(key: bytes) -> None:
+    """A caller reads and writes only keys under :data:`CALLER_PREFIX` (never the store's own)."""
+    if not key.startswith(CALLER_PREFIX) or len(key) > 511:
+        raise ValueError("key: must start with 'follow/' and be at most 511 bytes")

@@ -364,6 +364,14 @@ class EventStore:
         for k, v in carried.items():
             w.txn.put(k, v, db=w.db("meta"))
 
+    def caller_values(self, tx: Tx, prefix: bytes) -> dict[bytes, bytes]:
+        """A caller's own values in the meta: those whose keys start with ``prefix`` (under ``follow/``)."""
+        return meta.caller_values(tx.txn, tx.db("meta"), prefix)
+
+    def set_caller_value(self, w: WriteTx, key: bytes, value: bytes) -> None:
+        """Keep ``value`` under ``key`` (``follow/…``) in this transaction."""
+        meta.put_caller_value(w.txn, w.db("meta"), key, value)
+
     def set_io_counters(self, w: WriteTx, io: dict[str, int]) -> None:
         meta.put_io_counters(w.txn, w.db("meta"), io)
 

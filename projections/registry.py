@@ -38,12 +38,12 @@ from eventstore.errors import CorruptStoreError
 from eventstore.events import Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.store import TxState, WriteTx
 
-from . import history, messages, relations, sessions, stats, tokens
+from . import history, messages, relations, revisions, sessions, stats, tokens
 from . import index as term_index
 from .index import IndexConfig, IndexWork
 from .index.worker import WorkerHold
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def _metadata_bytes(meta: Metadata) -> int:
@@ -82,7 +82,7 @@ class ProjectionState:
 class Projector:
     schema_version = SCHEMA_VERSION
     db_specs = {**messages.SPECS, **history.SPECS, **sessions.SPECS, **relations.SPECS,
-                **term_index.SPECS, **stats.SPECS}
+                **term_index.SPECS, **stats.SPECS, **revisions.SPECS}
 
     def __init__(self, config: IndexConfig = term_index.DEFAULT) -> None:
         self.config = config
@@ -123,16 +123,20 @@ class Projector:
         ``sessions.added``'s look into ``history``, which is brought up to
         date before any)."""
         run: list[tuple[int, Message]] = []
+        by: list[tuple[Message, str | None]] = []
         for seq, event, size in batch:
             if isinstance(event, MessageWritten):
                 run.append((seq, event.message))
+                by.append((event.message, event.principal))
                 continue
             if run:
                 self._written_many(tx, tx.state, run)
-                run = []
+                revisions.written_many(tx, by)
+                run, by = [], []
             self.apply(tx, seq, event, size)
         if run:
             self._written_many(tx, tx.state, run)
+            revisions.written_many(tx, by)
 
     @staticmethod
     def _written_many(tx: WriteTx, state: TxState, run: list[tuple[int, Message]]) -> None:
@@ -169,6 +173,7 @@ class Projector:
         sessions.added(tx, state.sessions, msg.session_id, msg.message_id, msg.timestamp,
                        msg.metadata.memory_kind)
         relations.add(tx, msg.message_id, msg.metadata)
+        revisions.written(tx, msg, event.principal)
         state.index.index(tx, seq, msg)
         state.counters.written(tx, len(msg.content.encode("utf-8")), _metadata_bytes(msg.metadata))
 
@@ -187,6 +192,7 @@ class Projector:
             sessions.rekinded(tx, state.sessions, old.session_id, old_kind, new_kind)
         relations.remove(tx, old.message_id, old.metadata)
         relations.add(tx, new.message_id, new.metadata)
+        revisions.updated(tx, old.metadata, event)
         state.index.reindex(tx, old.docno, old_msg, new_msg, changed)
         dead = size + (0 if old.dead_counted else old.log_bytes)
         state.counters.add(tx, updates=1, dead_bytes=dead, body_bytes=new.content_bytes - old.content_bytes,
@@ -198,6 +204,7 @@ class Projector:
         old_msg = messages.load(tx, old)
         state.index.unindex(tx, old.docno, old_msg)
         relations.remove(tx, old.message_id, old.metadata)
+        revisions.deleted(tx, old.message_id)
         history.remove(tx, old.session_id, old.message_id)
         messages.remove(tx, old.message_id)
         sessions.removed(tx, state.sessions, old.session_id, old.message_id, old.metadata.memory_kind)

@@ -39,6 +39,8 @@ from . import render
 from ._inflight import InFlight
 from ._process import in_thread, settle_heap
 from ._stdio import MessageReader, MessageWriter, StdinLines, StdoutLines, claimed_stdio, until_signal
+from .bearer import current as current_principal
+from .principals import LOCAL, Principal
 from .service import MemoryService
 from .tools import BY_NAME, TOOLS
 
@@ -66,20 +68,21 @@ def _tool(spec) -> types.Tool:
                                                         open_world_hint=False))
 
 
-async def call(state: AppState, name: str, arguments: Any) -> types.CallToolResult:
-    """Run one tool call to completion; never raises."""
-    text, is_error = await call_text(state, name, arguments)
+async def call(state: AppState, name: str, arguments: Any, principal: Principal = LOCAL) -> types.CallToolResult:
+    """Run one tool call to completion as ``principal``; never raises."""
+    text, is_error = await call_text(state, name, arguments, principal)
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
-async def call_text(state: AppState, name: str, arguments: Any) -> tuple[str, bool]:
+async def call_text(state: AppState, name: str, arguments: Any,
+                    principal: Principal = LOCAL) -> tuple[str, bool]:
     """Run one tool call to completion: its result's JSON text and ``isError``; never raises.
     Writes too run on worker threads: a lone one commits there, and the service's group
     committer gathers concurrent ones into one commit on its writer thread."""
-    return await in_thread(state.calls, functools.partial(run_call, state, name, arguments))
+    return await in_thread(state.calls, functools.partial(run_call, state, name, arguments, principal))
 
 
-def run_call(state: AppState, name: str, arguments: Any) -> tuple[str, bool]:
+def run_call(state: AppState, name: str, arguments: Any, principal: Principal = LOCAL) -> tuple[str, bool]:
     """:func:`call_text` on the calling thread (a worker's: the stdio fast path calls it there)."""
     spec = BY_NAME.get(name)
     if spec is None:
@@ -88,7 +91,7 @@ def run_call(state: AppState, name: str, arguments: Any) -> tuple[str, bool]:
         error = state.open_error or InternalError("the store is not open")
         return _error_text(error.code, error.message)
     try:
-        body = spec.call(state.service, arguments)
+        body = spec.call(state.service, arguments, principal)
     except InternalError as exc:         # a bug the store caught: its cause's traceback to stderr
         log.error("internal error in %s", name, exc_info=exc)
         return _error_text(exc.code, exc.message)
@@ -137,7 +140,8 @@ def build_server(store_path: str, *, settle: bool = False, opened: Callable[[App
         return types.ListToolsResult(tools=[_tool(t) for t in TOOLS])
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await call(ctx.lifespan_context, params.name, params.arguments)
+        # the principal of an HTTP request's bearer token (bearer.current); ``local`` over stdio
+        return await call(ctx.lifespan_context, params.name, params.arguments, current_principal())
 
     server = Server("tiny-convmem", version=VERSION, instructions=INSTRUCTIONS, lifespan=lifespan,
                     on_list_tools=list_tools, on_call_tool=call_tool)

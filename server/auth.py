@@ -3,24 +3,20 @@
 The token is, in order: the file named by ``--token-file``, else
 ``$CONVMEM_TOKEN``, else the file ``http-token`` beside the store (created on
 first use with 32 random bytes, mode 0600).  It is compared in constant time
-(:func:`hmac.compare_digest`) and never logged.  :class:`StaticTokenVerifier`
-is the SDK's token-verifier interface over that one token.
+(:func:`hmac.compare_digest`, by :class:`server.bearer.BearerVerifier`, which
+also knows the named tokens) and never logged.
 """
 
 from __future__ import annotations
 
-import hmac
 import os
 import secrets
-
-from mcp.server.auth.provider import AccessToken
 
 from eventstore.errors import ValidationError
 
 TOKEN_FILE = "http-token"
 ENV_VAR = "CONVMEM_TOKEN"
 MIN_LENGTH = 16
-CLIENT_ID = "convmem-token"
 
 
 def default_token_file(store: str) -> str:
@@ -71,20 +67,3 @@ def resolve_token(store: str, token_file: str | None) -> str:
     if env:
         return checked(env.strip(), ENV_VAR)
     return ensure_token(default_token_file(store))
-
-
-class StaticTokenVerifier:
-    """The SDK's ``TokenVerifier`` for one shared secret."""
-
-    def __init__(self, token: str) -> None:
-        self._expected = token.encode("ascii")
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        given = token.encode("utf-8", "surrogatepass")
-        if not hmac.compare_digest(given, self._expected):
-            return None
-        # the AccessToken's own ``token`` field is not the secret: it lands in the request scope
-        return AccessToken(token="<redacted>", client_id=CLIENT_ID, scopes=[])
-
-    def __repr__(self) -> str:               # never the token, not even in a traceback's locals
-        return "StaticTokenVerifier(<token>)"

@@ -24,18 +24,20 @@ import ipaddress
 import logging
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import h11
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from pydantic import AnyHttpUrl
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from eventstore.errors import ValidationError
 
 from .app import build_server
-from .auth import StaticTokenVerifier
+from .bearer import BearerVerifier
+from .tokens import TokenFile, default_path
 
 log = logging.getLogger("convmem")
 
@@ -134,17 +136,23 @@ def security(settings: HttpSettings) -> TransportSecuritySettings:
 
 
 def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False, **service_options):
-    """The Starlette app: the SDK's streamable HTTP app around our server."""
-    server = build_server(store_path, settle=settle, **service_options)
+    """The Starlette app: the SDK's streamable HTTP app around our server, and the
+    browser pages under ``/ui/`` (:mod:`server.ui`) beside it."""
+    from .ui import BrowserUI
+    tokens = TokenFile(default_path(store_path))
+    ui = BrowserUI(settings.token, tokens if settings.token is not None else None,
+                   TransportSecurityMiddleware(security(settings)).validate_request, tls=settings.tls)
+    server = build_server(store_path, settle=settle, opened=ui.opened, **service_options)
     auth: dict = {}
     if settings.token is not None:
         # AuthSettings wants an issuer; there is none (a static token), so it names this server.
         # No resource_server_url: no OAuth metadata routes, only the bearer check.
         auth = {"auth": AuthSettings(issuer_url=AnyHttpUrl(settings.url()), resource_server_url=None),
-                "token_verifier": StaticTokenVerifier(settings.token)}
+                "token_verifier": BearerVerifier(settings.token, tokens)}
     return server.streamable_http_app(streamable_http_path=PATH, json_response=True, stateless_http=True,
                                       max_request_body_size=settings.max_body,
-                                      transport_security=security(settings), host=settings.host, **auth)
+                                      transport_security=security(settings), host=settings.host,
+                                      custom_starlette_routes=ui.routes(), **auth)
 
 
 class _StallGuard(H11Protocol):
@@ -212,7 +220,9 @@ def bind(settings: HttpSettings) -> socket.socket:
     return sock
 
 
-async def serve_http(store_path: str, settings: HttpSettings, **service_options) -> None:
+async def serve_http(store_path: str, settings: HttpSettings, *, ready: Callable[[int], None] | None = None,
+                     **service_options) -> None:
+    """Serve until stopped; ``ready`` is told the bound port once the server answers."""
     import uvicorn
 
     check_bind(settings)
@@ -235,6 +245,8 @@ async def serve_http(store_path: str, settings: HttpSettings, **service_options)
         if server.started:          # whatever the log level: this is where to connect
             print(f"convmem: serving MCP over streamable HTTP at {settings.url(sock.getsockname()[1])} "
                   f"(authentication {'by bearer token' if settings.token else 'OFF'})", file=sys.stderr, flush=True)
+            if ready is not None:
+                ready(sock.getsockname()[1])
     announcer = asyncio.create_task(announce())
     try:
         await server.serve(sockets=[sock])

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from eventstore.errors import ValidationError
 
 from . import validation as v
+from .principals import LOCAL, Principal
 
 if TYPE_CHECKING:
     from .service import MemoryService
@@ -107,7 +108,7 @@ class ToolSpec:
     name: str
     description: str
     params: tuple[Param, ...]
-    handler: Callable[[MemoryService, Args], dict]
+    handler: Callable[[MemoryService, Args, Principal], dict]
     read_only: bool                 # MCP annotations (open_world is always false)
     destructive: bool
     idempotent: bool
@@ -154,6 +155,6 @@ class ToolSpec:
                 out[p.name] = p.value(args)
         return out
 
-    def call(self, service: MemoryService, arguments: Any) -> dict:
-        """Check ``arguments`` and make the tool's one service call; returns the JSON body."""
-        return self.handler(service, self.parse(arguments))
+    def call(self, service: MemoryService, arguments: Any, principal: Principal = LOCAL) -> dict:
+        """Check ``arguments`` and make the tool's one service call as ``principal``; returns the JSON body."""
+        return self.handler(service, self.parse(arguments), principal)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -37,23 +36,23 @@ from eventstore.ids import to_bytes, to_str
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history as history_index
 from projections import index as term_index
-from projections import messages, relations, stats
+from projections import messages, relations, revisions, stats
 from projections import sessions as session_index
 from projections.index import IndexConfig
 from projections.query import Filters
 from projections.registry import Projector
 
-from . import cursors, render
+from . import cursors, render, validation, views
 from ._rwlock import RWLock
+from .paths import default_store_path
+from .principals import LOCAL, Principal
 from .replication import Settings as ReplicationSettings
+from .scope import Seen
 
 if TYPE_CHECKING:
-    from projections.search import Hit
-
     from .replication.committer import ReplicatedCommitter
 
 log = logging.getLogger("convmem")
-CONTEXT_CAP = 50
 
 
 class MemoryService:
@@ -99,57 +98,78 @@ class MemoryService:
         self.last_error = ""
         return result
 
-    def write_message(self, session_id: str, role: str, content: str, metadata: Metadata) -> dict:
+    def write_message(self, session_id: str, role: str, content: str, metadata: Metadata,
+                      *, principal: Principal = LOCAL) -> dict:
+        principal.check_session_write(session_id)
+
         def command(w: WriteTx) -> Message:
             now = w.now_ms()
-            msg = Message(w.new_id(now), session_id, role, content, now, now, 1, metadata)
-            w.append(MessageWritten(msg))
+            msg = validation.message(Message(w.new_id(now), session_id, role, content, now, now, 1, metadata))
+            w.append(MessageWritten(msg, principal.name))
             return msg
-        return {"status": "OK", "message": render.message(self._write(command))}
+        msg = self._write(command)
+        if not principal.limited:
+            return {"status": "OK", "message": render.message(msg)}
+        with self._read(synced=False) as tx:
+            return {"status": "OK", "message": Seen(tx, principal).render(msg)}
 
     def update_message(self, message_id: str, content: str | None, patch: dict,
-                       expected_revision: int | None) -> dict:
+                       expected_revision: int | None, *, principal: Principal = LOCAL) -> dict:
+        principal.check_write("message_id")
+
         def command(w: WriteTx) -> tuple[bool, Message]:
-            old = self._live(w, message_id, expected_revision)
+            old = self._live(w, message_id, expected_revision, principal)
             msg = messages.load(w, old)
-            meta = replace(old.metadata, **patch)
+            meta = replace(old.metadata, **views.keep_unseen(Seen(w, principal), old.metadata, patch))
             new_content = content if content is not None and content != msg.content else None
             if new_content is None and meta == old.metadata:
                 return False, msg
             updated_at = max(w.now_ms(), old.updated_at)
-            w.append(MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta))
-            return True, replace(msg, content=msg.content if new_content is None else new_content,
-                                 metadata=meta, revision=old.revision + 1, updated_at=updated_at)
+            new = validation.message(replace(msg, content=msg.content if new_content is None else new_content,
+                                             metadata=meta, revision=old.revision + 1, updated_at=updated_at))
+            w.append(MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta, principal.name))
+            return True, new
         changed, msg = self._write(command)
-        return {"status": "OK", "changed": changed, "message": render.message(msg)}
+        if not principal.limited:
+            return {"status": "OK", "changed": changed, "message": render.message(msg)}
+        with self._read(synced=False) as tx:
+            return {"status": "OK", "changed": changed, "message": Seen(tx, principal).render(msg)}
 
-    def delete_message(self, message_id: str, session_id: str | None) -> dict:
+    def delete_message(self, message_id: str, session_id: str | None, *, principal: Principal = LOCAL) -> dict:
+        principal.check_write("message_id")
+
         def command(w: WriteTx) -> bool:
             state = messages.get(w, message_id)
-            if state is None or (session_id is not None and state.session_id != session_id):
+            if state is None or (session_id is not None and state.session_id != session_id) \
+                    or not principal.sees(state.session_id):
                 return False
-            w.append(MessageDeleted(message_id))
+            w.append(MessageDeleted(message_id, principal.name, w.now_ms()))
             return True
         return {"status": "OK" if self._write(command) else "NOT_FOUND"}
 
-    def restore_messages(self, batch: Sequence[Message]) -> int:
+    def restore_messages(self, batch: Sequence[Message], principals: Sequence[str | None] | None = None,
+                         default_principal: str | None = LOCAL.name) -> int:
         """Write ``batch`` exactly as given — ids, timestamps, revisions,
         ``updated_at``, metadata — in one durable transaction (one
         ``MessageWritten`` event each, as compaction writes a message's current
         state); the number written.  A message whose id is live already is
         skipped when identical and refused (``CONFLICT``, nothing written)
         otherwise, so a re-run adds only what is missing.  New ids stay after
-        every id given so far.  For ``convmem import`` (validate first:
-        :func:`server.archive.message_from_object`)."""
+        every id given so far.  For ``convmem import`` (messages read with
+        :func:`server.archive.read`).  ``principals``: each message's principal
+        as the archive gives it (None, or missing: ``default_principal``)."""
+        given = list(principals) if principals is not None else [None] * len(batch)
+
         def command(w: WriteTx) -> int:
             written, top = 0, self.store.carried_meta(w).get(b"last_id", b"")
-            for msg in batch:
+            for msg, by in zip(batch, given):
+                validation.message(msg)
                 state = messages.get(w, msg.message_id)
                 if state is not None:
                     if messages.load(w, state) != msg:
                         raise ConflictError("message_id: a live message has this id and other contents")
                     continue
-                w.append(MessageWritten(msg))
+                w.append(MessageWritten(msg, by or default_principal))
                 top, written = max(top, to_bytes(msg.message_id)), written + 1
             if top:
                 self.store.restore_meta(w, {b"last_id": top})
@@ -160,14 +180,20 @@ class MemoryService:
     def snapshot(self) -> Iterator[tuple[int, Iterator[Message]]]:
         """The number of live messages and every one of them in id order, all
         from one read transaction (open until the block ends: for export)."""
-        with self._read() as tx:
-            count, events = self._live_events(tx)
+        with self.snapshot_events() as (count, events):
             yield count, (event.message for event in events)
 
+    @contextlib.contextmanager
+    def snapshot_events(self) -> Iterator[tuple[int, Iterator[MessageWritten]]]:
+        """:meth:`snapshot` as events, each with the principal of the message's current revision."""
+        with self._read() as tx:
+            yield self._live_events(tx)
+
     @staticmethod
-    def _live(tx: Tx, message_id: str, expected_revision: int | None) -> messages.State:
+    def _live(tx: Tx, message_id: str, expected_revision: int | None,
+              principal: Principal = LOCAL) -> messages.State:
         state = messages.get(tx, message_id)
-        if state is None:
+        if state is None or not principal.sees(state.session_id):
             raise NotFoundError("message_id: no live message has this id")
         if expected_revision is not None and expected_revision != state.revision:
             raise ConflictError(f"expected_revision: does not match the message's current revision ({state.revision})")
@@ -189,11 +215,14 @@ class MemoryService:
                 self.last_error = exc.message
                 raise
 
-    def history(self, session_id: str, limit: int, cursor: str | None) -> dict:
+    def history(self, session_id: str, limit: int, cursor: str | None, *, principal: Principal = LOCAL) -> dict:
         with self._read() as tx:
             secret = self.store.secret(tx)
             start = cursors.decode(secret, cursor, "history", session_id) if cursor is not None else None
-            load = lambda mid: render.message(messages.load(tx, messages.get(tx, mid)))
+            if not principal.sees(session_id):       # as a session without live messages
+                return {"status": "OK", "history": []}
+            seen = Seen(tx, principal)
+            load = lambda mid: seen.render(messages.load(tx, messages.get(tx, mid)))
             pairs, more = render.page(history_index.after(tx, session_id, start, limit + 1), load, limit)
             page = [item for _, item in pairs]
             out: dict = {"status": "OK", "history": page}
@@ -202,21 +231,21 @@ class MemoryService:
             return out
 
     def content_range(self, message_id: str, offset: int, limit: int,
-                      expected_revision: int | None) -> dict:
+                      expected_revision: int | None, *, principal: Principal = LOCAL) -> dict:
         with self._read() as tx:
-            state = self._live(tx, message_id, expected_revision)
+            state = self._live(tx, message_id, expected_revision, principal)
             data = messages.content(tx, state).encode("utf-8", "surrogatepass")
-        end = _range_end(data, offset, limit)
+        end = views.range_end(data, offset, limit)
         return {"status": "OK", "content_range": {
             "message_id": message_id, "revision": state.revision, "total_bytes": len(data),
             "content_offset": offset, "next_content_offset": end, "complete": end == len(data),
             "content": data[offset:end].decode("utf-8", "surrogatepass")}}
 
     def context(self, message_id: str, before: int, after: int, depth: int,
-                types: frozenset[str]) -> dict:
+                types: frozenset[str], *, principal: Principal = LOCAL) -> dict:
         with self._read() as tx:
-            state = self._live(tx, message_id, None)
-            walk = _ContextWalk(tx)
+            state = self._live(tx, message_id, None, principal)
+            walk = views.ContextWalk(Seen(tx, principal))
             focal = walk.take(message_id)
             nearest_first = reversed(history_index.before(tx, state.session_id, message_id, before))
             older = [walk.take(m) for m in nearest_first][::-1]
@@ -230,12 +259,14 @@ class MemoryService:
                 "session": {"session_id": state.session_id, "message_count": entry[0] if entry else 0},
                 "truncated": walk.truncated}
 
-    def sessions(self, limit: int, cursor: str | None) -> dict:
+    def sessions(self, limit: int, cursor: str | None, *, principal: Principal = LOCAL) -> dict:
         with self._read() as tx:
             secret = self.store.secret(tx)
             start = bytes.fromhex(cursors.decode(secret, cursor, "sessions", "")) if cursor is not None else None
-            pairs, more = render.page(session_index.ordered(tx, start),
-                                      lambda ks: self._session_entry(tx, ks[1]), limit)
+            listed = session_index.ordered(tx, start)
+            if principal.limited:
+                listed = (ks for ks in listed if principal.sees(ks[1]))
+            pairs, more = render.page(listed, lambda ks: self._session_entry(tx, ks[1]), limit)
             page = [item for _, item in pairs]
             out: dict = {"status": "OK", "sessions": page}
             if more:
@@ -256,50 +287,53 @@ class MemoryService:
         return {"session_id": sid, "message_count": count, "kind_counts": dict(zip(KINDS, kinds)),
                 "representative_summary": summary, "started_at": started, "last_message_at": last}
 
-    def search(self, query: str, flt: Filters, context_size: int, limit: int,
-               *, boost: bool = True) -> dict:
-        """``boost=False`` ranks by the own fields alone (for benchmarks)."""
-        from projections import search as search_index  # the ranker loads numpy: not at start-up
+    def revisions(self, message_id: str, *, principal: Principal = LOCAL) -> dict:
+        """One live message's revisions, oldest first (:mod:`projections.revisions`)."""
         with self._read() as tx:
-            hits = search_index.search(tx, query, flt, limit, options=search_index.Options(context=boost))
+            state = self._live(tx, message_id, None, principal)
+            return {"status": "OK", "message_id": message_id, "session_id": state.session_id,
+                    "revision": state.revision, "revisions": revisions.of(tx, message_id)}
+
+    def search(self, query: str, flt: Filters, context_size: int, limit: int,
+               *, boost: bool = True, superseded: str = "include", principal: Principal = LOCAL) -> dict:
+        """``boost=False`` ranks by the own fields alone (for benchmarks); ``superseded``:
+        ``include``, ``exclude`` or ``only`` the messages a live message supersedes."""
+        with self._read() as tx:
+            seen = Seen(tx, principal)
+            if flt.session_id is not None and not seen.session(flt.session_id):
+                return {"status": "OK", "results": []}
+            hits = views.hits(seen, query, flt, limit, boost, superseded)
             budget, results = render.Budget(), list[dict]()
-            for hit in hits:
-                item = self._result(tx, hit)
+            for hit, by in hits:
+                item = views.result(seen, hit)
+                if by is not None:
+                    item["superseded_by"] = by
                 if context_size:
                     item["context_preview"] = {"before": [], "after": []}
                 if not budget.take(item) and results:
                     break
                 if context_size:
-                    self._preview(tx, item, context_size, budget)
+                    views.preview(seen, item, context_size, budget)
                 results.append(item)
         return {"status": "OK", "results": results}
 
-    @staticmethod
-    def _result(tx: Tx, hit: Hit) -> dict:
-        state = messages.required(messages.get(tx, hit.doc.message_id))
-        item = render.message(messages.load(tx, state))
-        item["score"] = hit.score
-        item["score_breakdown"] = hit.breakdown
-        item["matched_fields"] = [f for f in term_index.FIELDS if hit.breakdown[f] > 0]
-        item["relation_count"] = relations.count(tx, state.message_id)
-        return item
-
-    @staticmethod
-    def _preview(tx: Tx, item: dict, size: int, budget: render.Budget) -> None:
-        """Fill ``context_preview`` nearest neighbours first, as far as the budget allows."""
-        sid, mid = item["session_id"], item["message_id"]
-        preview = item["context_preview"]
-        for side, ids in (("before", reversed(history_index.before(tx, sid, mid, size))),
-                          ("after", history_index.after(tx, sid, mid, size))):
-            for other in ids:
-                neighbour = render.message(messages.load(tx, messages.get(tx, other)))
-                if not budget.take(neighbour):
-                    break
-                preview[side].append(neighbour)
-        preview["before"].reverse()
+    def written_per_day(self, days: int, *, principal: Principal = LOCAL) -> tuple[dict[int, int], int]:
+        """Live messages by UTC day of their write time, for the ``days`` days up to the newest
+        message's, and how many are older (:func:`projections.messages.per_day`); whole-store
+        counts, so refused to a limited principal, as health is."""
+        if principal.limited:
+            raise ValidationError(f"written_per_day: counts the whole store and needs a token that sees "
+                                  f"every session, not only {principal.scope_text()}")
+        with self._read() as tx:
+            counts = messages.per_day(tx, days)
+            return counts, stats.read(tx)["active"] - sum(counts.values())
 
     # -------------------------------------------------------- maintenance
-    def rebuild(self) -> dict:
+    def rebuild(self, *, principal: Principal = LOCAL) -> dict:
+        principal.check_write("rebuild_index")
+        if principal.limited:
+            raise ValidationError(f"rebuild_index: needs a token that sees every session, not only "
+                                  f"{principal.scope_text()}")
         if self.replicated is not None:
             return self._rebuild_replicated(self.replicated)
         with self._lock.exclusive():
@@ -326,11 +360,15 @@ class MemoryService:
             with tx.txn.cursor(db=tx.db(messages.DB)) as cur:
                 for key in cur.iternext(values=False):
                     raw_id = bytes(key)
-                    state = messages.get_raw_id(tx, raw_id, to_str(raw_id))
-                    yield MessageWritten(messages.load(tx, state))
+                    mid = to_str(raw_id)
+                    state = messages.get_raw_id(tx, raw_id, mid)
+                    yield MessageWritten(messages.load(tx, state), revisions.last_principal(tx, mid))
         return stats.read(tx)["active"], events()
 
-    def health(self) -> dict:
+    def health(self, *, principal: Principal = LOCAL) -> dict:
+        if principal.limited:
+            raise ValidationError(f"get_system_health: reports on the whole store and needs a token that sees "
+                                  f"every session, not only {principal.scope_text()}")
         with self._read(synced=False) as tx:
             st = stats.read(tx)
             size = lambda *names: sum(self.store.db_bytes(tx, n) for n in names)
@@ -358,79 +396,6 @@ class MemoryService:
         return report
 
 
-class _ContextWalk:
-    """Loads messages for the context view within the 50-message cap and the budget."""
-
-    def __init__(self, tx: Tx) -> None:
-        self.tx = tx
-        self.count = 0
-        self.budget = render.Budget()
-        self.truncated = False
-
-    def take(self, message_id: str, wrapper: dict | None = None) -> dict | None:
-        """The message, counted against the cap and the budget (with the relation
-        entry ``wrapper`` around it, when it is one); None when it does not fit."""
-        if self.count >= CONTEXT_CAP:
-            self.truncated = True
-            return None
-        item = render.message(messages.load(self.tx, messages.get(self.tx, message_id)))
-        if not self.budget.take({**wrapper, "message": item} if wrapper else item) and self.count:
-            self.truncated = True
-            return None
-        self.count += 1
-        return item
-
-    def relations(self, focal: str, depth: int, types: frozenset[str]) -> list[dict]:
-        seen, out, frontier = {focal}, list[dict](), [focal]
-        for level in range(1, depth + 1):
-            nxt = []
-            for node in frontier:
-                for direction, rtype, other in relations.edges(self.tx, node):
-                    if rtype not in types or other in seen:
-                        continue
-                    seen.add(other)
-                    entry = {"type": rtype, "direction": direction, "depth": level}
-                    if not messages.exists(self.tx, other):
-                        entry.update(message_id=other, status="deleted")
-                        if not self.budget.take(entry):        # deleted ends count against the budget too
-                            self.truncated = True
-                            return out
-                        out.append(entry)
-                        continue
-                    item = self.take(other, wrapper=entry)
-                    if item is None:
-                        return out
-                    out.append({**entry, "message": item})
-                    nxt.append(other)
-            frontier = nxt
-        return out
-
-
-def _range_end(data: bytes, offset: int, limit: int) -> int:
-    """End of the range at ``offset``: shortened to a code-point boundary, or one
-    whole code point when the limit is smaller than it."""
-    if offset > len(data) or (offset < len(data) and _continuation(data[offset])):
-        raise ValidationError("content_offset: must be 0, the end, or a UTF-8 code-point boundary")
-    end = min(offset + limit, len(data))
-    while offset < end < len(data) and _continuation(data[end]):
-        end -= 1
-    if end == offset and offset < len(data):
-        end = offset + 1
-        while end < len(data) and _continuation(data[end]):
-            end += 1
-    return end
-
-
-def _continuation(byte: int) -> bool:
-    return byte & 0xC0 == 0x80
-
-
-def default_store_path() -> str:
-    env = os.environ.get("CONVMEM_STORE")
-    if env:
-        return env
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "convmem")
 
 
 __all__ = ["MemoryService", "ConvMemError", "default_store_path"]

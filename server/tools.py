@@ -16,6 +16,7 @@ from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS
 from projections.query import Filters
 
 from . import validation as v
+from .principals import LOCAL, Principal
 from .schema import Args, Param, ToolSpec
 from .service import MemoryService
 
@@ -31,7 +32,7 @@ _ALL_RELATION_TYPES = '["' + '","'.join(RELATION_TYPES) + '"]'
 # --------------------------------------------------------- shared parameters
 def _session_id(description: str, **more) -> Param:
     return Param(name="session_id", type="string", description=description,
-                 min_bytes=1, max_bytes=256, no_nul=True, **more)
+                 min_bytes=1, max_bytes=v.MAX_SESSION_ID, no_nul=True, **more)
 
 
 def _message_id(description: str, **more) -> Param:
@@ -53,63 +54,72 @@ def _expected_revision(description: str, **more) -> Param:
 
 
 # ------------------------------------------------------------------ handlers
-def _write(svc: MemoryService, a: Args) -> dict:
+def _write(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     patch = a["metadata_json"]
     # default metadata is the codec's one object: the projections know its size by identity
     meta = v.apply_patch(DEFAULT_METADATA, patch) if patch else DEFAULT_METADATA
-    return svc.write_message(a["session_id"], a["role"], a["content"], meta)
+    return svc.write_message(a["session_id"], a["role"], a["content"], meta, principal=p)
 
 
-def _update(svc: MemoryService, a: Args) -> dict:
-    return svc.update_message(a["message_id"], a["content"], a["metadata_json"], a["expected_revision"])
+def _update(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
+    return svc.update_message(a["message_id"], a["content"], a["metadata_json"], a["expected_revision"],
+                              principal=p)
 
 
-def _history(svc: MemoryService, a: Args) -> dict:
-    return svc.history(a["session_id"], a["limit"], a["cursor"])
+def _history(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
+    return svc.history(a["session_id"], a["limit"], a["cursor"], principal=p)
 
 
-def _content_range(svc: MemoryService, a: Args) -> dict:
-    return svc.content_range(a["message_id"], a["content_offset"], a["content_limit"], a["expected_revision"])
+def _content_range(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
+    return svc.content_range(a["message_id"], a["content_offset"], a["content_limit"], a["expected_revision"],
+                             principal=p)
 
 
-def _context(svc: MemoryService, a: Args) -> dict:
-    return svc.context(a["message_id"], a["before"], a["after"], a["relation_depth"], a["relation_types_json"])
+def _context(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
+    return svc.context(a["message_id"], a["before"], a["after"], a["relation_depth"], a["relation_types_json"],
+                       principal=p)
 
 
-def _sessions(svc: MemoryService, a: Args) -> dict:
-    return svc.sessions(a["limit"], a["cursor"])
+def _sessions(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
+    return svc.sessions(a["limit"], a["cursor"], principal=p)
 
 
-_VIEWS: dict[str, tuple[str, Callable[[MemoryService, Args], dict]]] = {
+def _revisions(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
+    return svc.revisions(a["message_id"], principal=p)
+
+
+_VIEWS: dict[str, tuple[str, Callable[[MemoryService, Args, Principal], dict]]] = {
     "history": ("a session's messages in order", _history),
     "content": ("a byte range of one long message", _content_range),
     "context": ("a message with its neighbours and related messages", _context),
     "sessions": ("all sessions with counts", _sessions),
+    "revisions": ("one message's revisions, oldest first, with who made each and what it changed", _revisions),
 }
 
 
-def _read(svc: MemoryService, a: Args) -> dict:
-    return _VIEWS[a["view"]][1](svc, a)
+def _read(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
+    return _VIEWS[a["view"]][1](svc, a, p)
 
 
-def _search(svc: MemoryService, a: Args) -> dict:
+def _search(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
     f = a["filters_json"]
     flt = Filters(session_id=a["session_id"], kinds=f.get("kinds", frozenset()), tiers=f.get("tiers", frozenset()),
                   tags=f.get("tags", ()), min_importance=a["min_importance"], roles=f.get("roles", frozenset()),
                   after=f.get("after"), before=f.get("before"))
-    return svc.search(a["query"], flt, a["context_size"], a["limit"])
+    return svc.search(a["query"], flt, a["context_size"], a["limit"], superseded=f.get("superseded", "include"),
+                      principal=p)
 
 
-def _delete(svc: MemoryService, a: Args) -> dict:
-    return svc.delete_message(a["message_id"], a["session_id"])
+def _delete(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
+    return svc.delete_message(a["message_id"], a["session_id"], principal=p)
 
 
-def _rebuild(svc: MemoryService, a: Args) -> dict:
-    return svc.rebuild()
+def _rebuild(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
+    return svc.rebuild(principal=p)
 
 
-def _health(svc: MemoryService, a: Args) -> dict:
-    return svc.health()
+def _health(svc: MemoryService, a: Args, p: Principal = LOCAL) -> dict:
+    return svc.health(principal=p)
 
 
 # ------------------------------------------------------------- the tables
@@ -121,7 +131,8 @@ _READ_PARAMS = (
           default=100, views=("history", "sessions")),
     Param(name="cursor", type="string", description="history/sessions: nextCursor from the previous page of the "
           "same view.", check=v.cursor, views=("history", "sessions")),
-    _message_id("content/context: the message (" + ULID_DOC + ").", views=("content", "context")),
+    _message_id("content/context/revisions: the message (" + ULID_DOC + ").",
+                views=("content", "context", "revisions")),
     Param(name="content_offset", type="integer", description="content: UTF-8 byte offset to start at (a "
           "code-point boundary).", minimum=0, default=0, views=("content",)),
     Param(name="content_limit", type="integer", description="content: bytes to return at most.", minimum=1,
@@ -186,8 +197,11 @@ TOOLS: tuple[ToolSpec, ...] = (
                   min_bytes=1, max_bytes=4096),
             _session_id("Only search this session."),
             Param(name="filters_json", type="string", description='JSON object string: {"kinds":[...],'
-                  '"tiers":[...],"tags":[...],"roles":[...],"after":ms,"before":ms}; kinds/tiers/roles match any '
-                  'listed, tags must all be present, after <= timestamp < before (ms since the epoch).',
+                  '"tiers":[...],"tags":[...],"roles":[...],"after":ms,"before":ms,'
+                  '"superseded":"include"|"exclude"|"only"}; '
+                  'kinds/tiers/roles match any listed, tags must all be present, after <= timestamp < before (ms '
+                  'since the epoch); superseded: keep, leave out, or keep only messages a live message supersedes '
+                  '(default include).',
                   default="{}", check=v.filters, json_text="object"),
             Param(name="min_importance", type="integer", description="Only messages at least this important.",
                   minimum=0, maximum=100, default=0),

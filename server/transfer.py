@@ -9,19 +9,25 @@ or in part (an interrupted run).  It then adds the messages the store lacks.
 Anything else is refused before anything is written: a live message of the
 store missing from the file, or one whose fields differ.  So export → import
 into an empty store → export gives the same bytes, and a re-run is a no-op.
+
+Both directions check every message with :func:`server.validation.message`,
+so an export holds only what an import takes.  A store written by an older
+importer may hold a message with empty content (an empty tool output): the
+export writes it as importers now store one, ``(empty)`` tagged ``empty``.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import IO
 
 from eventstore.errors import ValidationError
 from eventstore.events import Message
 
-from . import archive
+from . import archive, validation
 from .service import MemoryService
 
 BATCH = 1000
@@ -31,17 +37,32 @@ def export(service: MemoryService, out: IO[str], step: Callable[[int], None] = l
     """Write the archive of every live message to ``out``; the number written.
     One read transaction: the export is one consistent state of the store."""
     try:
-        with service.snapshot() as (count, live):
+        with service.snapshot_events() as (count, live):
             try:
                 out.write(archive.header(count))
-                for msg in live:
-                    out.write(archive.line(msg))
+                for event in live:
+                    out.write(archive.line(exportable(event.message), event.principal))
                     step(1)
             except OSError as exc:      # the output's failure, not the store's: keep it apart
                 raise _OutputFailed(exc) from exc
     except _OutputFailed as failed:
         raise failed.error from None
     return count
+
+
+def exportable(msg: Message) -> Message:
+    """``msg`` checked with :func:`validation.message`; one stored with empty
+    content (an older import) as importers now write it.  ``VALIDATION_ERROR``
+    naming the message for anything else the contract does not allow."""
+    try:
+        return validation.message(msg)
+    except ValidationError as exc:
+        if msg.content == "":
+            content, tags = validation.empty_placeholder("", msg.metadata.tags)
+            fixed = replace(msg, content=content, metadata=replace(msg.metadata, tags=tags))
+            with contextlib.suppress(ValidationError):
+                return validation.message(fixed)
+        raise ValidationError(f"message {msg.message_id} cannot be exported: {exc.message}") from None
 
 
 class _OutputFailed(Exception):
@@ -64,13 +85,13 @@ class Refused(Exception):
     """The store holds messages that are not the file's: nothing was written."""
 
 
-def check(service: MemoryService, messages: Iterable[Message]) -> Plan:
+def check(service: MemoryService, entries: Iterable[tuple[Message, str | None]]) -> Plan:
     """Walk the file's messages and the store's live ones side by side (both in
     id order): :class:`Refused` unless every stored one is in the file, equal."""
     in_file = present = 0
     with service.snapshot() as (_, live):
         stored = next(live, None)
-        for msg in messages:
+        for msg, _principal in entries:
             in_file += 1
             if stored is not None and stored.message_id < msg.message_id:
                 raise Refused(f"the store holds message {stored.message_id}, which the file does not: "
@@ -86,21 +107,25 @@ def check(service: MemoryService, messages: Iterable[Message]) -> Plan:
     return Plan(in_file, present, in_file - present)
 
 
-def write(service: MemoryService, messages: Iterable[Message], step: Callable[[int], None] = lambda n: None) -> int:
-    """Write the messages the store lacks, ``BATCH`` per transaction; the number written."""
+def write(service: MemoryService, entries: Iterable[tuple[Message, str | None]],
+          step: Callable[[int], None] = lambda n: None) -> int:
+    """Write the messages the store lacks, ``BATCH`` per transaction, each recorded as made by
+    its line's principal (none for a line without one, so that export → import → export
+    gives the same bytes); the number written."""
     written = 0
-    for batch in _batches(iter(messages)):
-        written += service.restore_messages(batch)
+    for batch in _batches(iter(entries)):
+        written += service.restore_messages([m for m, _ in batch], [p for _, p in batch],
+                                            default_principal=None)
         step(len(batch))
     return written
 
 
-def _batches(messages: Iterator[Message]) -> Iterator[list[Message]]:
-    while batch := list(islice(messages, BATCH)):
+def _batches(entries: Iterator[tuple[Message, str | None]]) -> Iterator[list[tuple[Message, str | None]]]:
+    while batch := list(islice(entries, BATCH)):
         yield batch
 
 
-def read_file(fh: IO[str], name: str) -> Iterator[Message]:
+def read_file(fh: IO[str], name: str) -> Iterator[tuple[Message, str | None]]:
     """The messages of the archive open as ``fh`` (``VALIDATION_ERROR`` names ``name`` and the line)."""
     try:
         yield from archive.read(fh)

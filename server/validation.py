@@ -11,14 +11,27 @@ import json
 import re
 from collections.abc import Collection
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from eventstore.errors import ValidationError
-from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS, Metadata
+from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS, Message, Metadata
 from eventstore.ids import is_canonical
 
+# The limits of a message (docs/tools.md): every writer checks them here.
 MAX_CONTENT = 1 << 20
-MAX_TIMESTAMP = (1 << 63) - 1     # filters_json after/before: milliseconds since the epoch
+MAX_SESSION_ID = 256
+MAX_TAG = 128
+MAX_TAGS = 32
+MAX_SUMMARY = 4096
+MAX_TOOL_CALL_ID = 256
+MAX_RELATIONS = 32
+MAX_SOURCES = 64
+MAX_TIMESTAMP = (1 << 63) - 1     # timestamps, updated_at, revisions, filters_json after/before
+# An empty text from a source (a tool that printed nothing) is stored as this,
+# tagged EMPTY_TAG: content is never empty (docs/import.md).
+EMPTY_CONTENT = "(empty)"
+EMPTY_TAG = "empty"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
@@ -96,8 +109,9 @@ def parse_json(value: Any, field: str) -> Any:
         raise ValidationError(f"{field}: must be a valid JSON string") from None
 
 
-def string_list(value: Any, field: str, max_items: int) -> list:
-    if not isinstance(value, list):
+def string_list(value: Any, field: str, max_items: int) -> list | tuple:
+    """A JSON array (or a stored tuple) of at most ``max_items`` items."""
+    if not isinstance(value, (list, tuple)):        # a tuple of types: faster than a union
         raise ValidationError(f"{field}: must be an array")
     if len(value) > max_items:
         raise ValidationError(f"{field}: must have at most {max_items} items")
@@ -105,35 +119,43 @@ def string_list(value: Any, field: str, max_items: int) -> list:
 
 
 # ------------------------------------------------------------------ metadata
+# Each field is checked by one function, given its JSON value (a list for
+# tags, relations as objects) or its stored value (tuples, relations as
+# pairs): the same limits and messages for both.
 def _tags(value: Any) -> tuple[str, ...]:
-    items = string_list(value, "metadata.tags", 32)
+    items = string_list(value, "metadata.tags", MAX_TAGS)
     for item in items:
-        text(item, "metadata.tags[]", min_bytes=1, max_bytes=128)
+        text(item, "metadata.tags[]", min_bytes=1, max_bytes=MAX_TAG)
     return tuple(dict.fromkeys(items))
 
 
+def _relation(item: Any) -> tuple[str, str]:
+    if isinstance(item, tuple) and len(item) == 2:
+        rtype, target = item
+    elif isinstance(item, dict) and set(item) == {"type", "message_id"}:
+        rtype, target = item["type"], item["message_id"]
+    else:
+        raise ValidationError("metadata.relations[]: must be an object with exactly type and message_id")
+    return (choice(rtype, "metadata.relations[].type", RELATION_TYPES),
+            ulid(target, "metadata.relations[].message_id"))
+
+
 def _relations(value: Any) -> tuple[tuple[str, str], ...]:
-    items = string_list(value, "metadata.relations", 32)
-    out = []
-    for item in items:
-        if not isinstance(item, dict) or set(item) != {"type", "message_id"}:
-            raise ValidationError("metadata.relations[]: must be an object with exactly type and message_id")
-        out.append((choice(item["type"], "metadata.relations[].type", RELATION_TYPES),
-                    ulid(item["message_id"], "metadata.relations[].message_id")))
-    return tuple(dict.fromkeys(out))
+    items = string_list(value, "metadata.relations", MAX_RELATIONS)
+    return tuple(dict.fromkeys(_relation(item) for item in items))
 
 
 def _sources(value: Any) -> tuple[str, ...]:
-    items = string_list(value, "metadata.source_message_ids", 64)
-    return tuple(ulid(item, "metadata.source_message_ids[]") for item in items)
+    items = string_list(value, "metadata.source_message_ids", MAX_SOURCES)
+    return tuple([ulid(item, "metadata.source_message_ids[]") for item in items])
 
 
 def _summary(value: Any) -> str | None:
-    return text(value, "metadata.summary", max_bytes=4096) or None
+    return text(value, "metadata.summary", max_bytes=MAX_SUMMARY) or None
 
 
 _FIELD_CHECKS = {
-    "tool_call_id": lambda v: text(v, "metadata.tool_call_id", max_bytes=256),
+    "tool_call_id": lambda v: text(v, "metadata.tool_call_id", max_bytes=MAX_TOOL_CALL_ID),
     "tags": _tags,
     "memory_tier": lambda v: choice(v, "metadata.memory_tier", TIERS),
     "memory_kind": lambda v: choice(v, "metadata.memory_kind", KINDS),
@@ -167,6 +189,89 @@ def apply_patch(meta: Metadata, patch: dict[str, Any]) -> Metadata:
     return replace(meta, **patch)
 
 
+# ------------------------------------------------------------------ a message
+def session_id(value: Any, field: str = "session_id") -> str:
+    return text(value, field, min_bytes=1, max_bytes=MAX_SESSION_ID, no_nul=True)
+
+
+def content(value: Any, field: str = "content") -> str:
+    return text(value, field, min_bytes=1, max_bytes=MAX_CONTENT)
+
+
+def message(msg: Message) -> Message:
+    """``msg`` when it is a message the contract allows (docs/tools.md), else
+    ``VALIDATION_ERROR`` naming the field.  The one definition of a valid
+    message: the tools' writes, every importer, ``import jsonl`` and export
+    check what they write with it."""
+    ulid(msg.message_id, "message_id")
+    if type(msg.session_id) is str:
+        _stored_session(msg.session_id)
+    else:
+        session_id(msg.session_id)
+    if msg.role not in ROLES:
+        choice(msg.role, "role", ROLES)
+    content(msg.content)
+    if type(msg.timestamp) is not int or not 0 <= msg.timestamp <= MAX_TIMESTAMP:
+        integer(msg.timestamp, "timestamp", 0, MAX_TIMESTAMP)
+    if type(msg.updated_at) is not int or not 0 <= msg.updated_at <= MAX_TIMESTAMP:
+        integer(msg.updated_at, "updated_at", 0, MAX_TIMESTAMP)
+    if type(msg.revision) is not int or not 1 <= msg.revision <= MAX_TIMESTAMP:
+        integer(msg.revision, "revision", 1, MAX_TIMESTAMP)
+    metadata(msg.metadata)
+    return msg
+
+
+@lru_cache(maxsize=1024)
+def _stored_session(value: str) -> None:
+    """:func:`session_id`, cached (a message's session repeats from message to message)."""
+    session_id(value)
+
+
+def metadata(meta: Metadata) -> Metadata:
+    """``meta`` when every field is within the contract (stored form: no
+    repeated tag or relation, no empty summary), else ``VALIDATION_ERROR``."""
+    if meta.tags:
+        try:
+            _stored_tags(meta.tags)
+        except TypeError:           # not hashable: not a tuple of strings, which _tags says
+            _tags(meta.tags)
+    if meta.memory_tier not in TIERS:
+        choice(meta.memory_tier, "metadata.memory_tier", TIERS)
+    if meta.memory_kind not in KINDS:
+        choice(meta.memory_kind, "metadata.memory_kind", KINDS)
+    if type(meta.importance) is not int or not 0 <= meta.importance <= 100:
+        integer(meta.importance, "metadata.importance", 0, 100)
+    if meta.tool_call_id is not None:
+        _FIELD_CHECKS["tool_call_id"](meta.tool_call_id)
+    if meta.summary is not None and _summary(meta.summary) is None:
+        raise ValidationError("metadata.summary: must not be empty (absent instead)")
+    if meta.relations and _relations(meta.relations) != meta.relations:
+        raise ValidationError("metadata.relations: must not repeat a relation")
+    sources = meta.source_message_ids
+    if sources and (len(sources) > MAX_SOURCES or not all(map(is_canonical, sources))):
+        _sources(sources)           # the field's own check, which says what is wrong
+    return meta
+
+
+@lru_cache(maxsize=1024)
+def _stored_tags(tags: tuple[str, ...]) -> None:
+    """Stored tags within the contract (a pure check, cached: tuples of tags
+    repeat from message to message, an import's above all)."""
+    if _tags(tags) != tags:
+        raise ValidationError("metadata.tags: must not repeat a tag")
+
+
+def empty_placeholder(text: str, tags: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """(content, tags) for a source's text: an empty one becomes
+    :data:`EMPTY_CONTENT` tagged :data:`EMPTY_TAG` (kept within the tag limit)."""
+    if text:
+        return text, tags
+    return EMPTY_CONTENT, tuple(dict.fromkeys(tags[:MAX_TAGS - 1] + (EMPTY_TAG,)))
+
+
+SUPERSEDED = ("include", "exclude", "only")
+
+
 def filters(value: Any, field: str) -> dict[str, Any]:
     """``{"kinds", "tiers", "tags", "roles", "after", "before"}`` from a
     ``filters_json`` string; absent keys are left out.  ``after``/``before``
@@ -191,6 +296,8 @@ def filters(value: Any, field: str) -> dict[str, Any]:
                                      for r in string_list(raw, f"{field}.roles", 64))
         elif key in ("after", "before"):
             out[key] = integer(raw, f"{field}.{key}", 0, MAX_TIMESTAMP)
+        elif key == "superseded":
+            out[key] = choice(raw, f"{field}.superseded", SUPERSEDED)
         else:
             raise ValidationError(f"{field}: unknown field {_label(key)}")
     return out

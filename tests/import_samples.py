@@ -81,6 +81,11 @@ def claude_code(root: str, *, truncated_tail: bool = True) -> str:
          "isSidechain": True, "agentId": AGENT},
         {**_cc("v2", "v1", "assistant", [{"type": "text", "text": "deploy.py:3 sleep(30)"}],
                "2026-01-20T11:58:05.000Z"), "isSidechain": True, "agentId": AGENT},
+        {**_cc("v3", "v2", "assistant", [{"type": "tool_use", "id": "toolu_02E", "name": "Bash",
+                                          "input": {"command": "touch done"}}],
+               "2026-01-20T11:58:06.000Z"), "isSidechain": True, "agentId": AGENT},
+        {**_cc("v4", "v3", "user", [{"type": "tool_result", "tool_use_id": "toolu_02E", "content": ""}],
+               "2026-01-20T11:58:07.000Z"), "isSidechain": True, "agentId": AGENT},     # a command that printed nothing
     ]
     _lines(os.path.join(project, SID, "subagents", f"agent-{AGENT}.jsonl"), agent)
     return root

@@ -120,7 +120,7 @@ def test_an_interrupted_import_is_completed_by_running_it_again(tmp_path):
     lines = text.splitlines(keepends=True)
     partial = MemoryService(str(tmp_path / "b"))
     try:
-        partial.restore_messages(list(archive.read(io.StringIO(text)))[:2])
+        partial.restore_messages([m for m, _ in archive.read(io.StringIO(text))][:2])
     finally:
         partial.close()
     assert lines[0].startswith('{"format":"tiny-convmem-export"')
@@ -183,7 +183,7 @@ def test_convmem_export_and_import_jsonl_round_trip_through_the_command_line(tmp
     assert oct(out.stat().st_mode & 0o777) == "0o600"
     done = _proc.run(_proc.python("-m", "server.cli", "import", "jsonl", str(out), "--store", str(tmp_path / "b")))
     assert done.returncode == 0, done.stderr
-    assert "imported 1 of 1 messages" in done.stderr
+    assert "imported 1 of 1 message into" in done.stderr
     again = _proc.run(_proc.python("-m", "server.cli", "export", "--store", str(tmp_path / "b")))
     assert again.stdout == out.read_text(encoding="utf-8")
     refused = _proc.run(_proc.python("-m", "server.cli", "import", "jsonl", str(out), "--store", str(tmp_path / "c"),

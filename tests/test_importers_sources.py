@@ -69,8 +69,10 @@ def test_claude_code_maps_each_block_and_links_tool_results_to_their_calls(tmp_p
     assert digest["metadata"]["summary"] == digest["content"] == "Fixing the flaky deploy test"
     assert digest["timestamp"] == got["u6"]["timestamp"]
     agent = sessions[f"claude-code:{samples.SID}/agent-{samples.AGENT}"]
-    assert [m["content"] for m in agent] == ["Find every sleep() in the repo", "deploy.py:3 sleep(30)"]
+    assert [m["content"] for m in agent] == ["Find every sleep() in the repo", "deploy.py:3 sleep(30)",
+                                             '[tool_use Bash]\n{"command": "touch done"}', "(empty)"]
     assert f"parent-session:claude-code:{samples.SID}" in tags(agent[0])
+    assert tags(agent[3])[-3:] == ["tool_result", "tool:Bash", "empty"] and "empty" not in tags(agent[2])
     assert summary["written"] == len(main) + len(agent) == summary["turns"]
 
 
@@ -200,14 +202,36 @@ def test_memory_graph_entities_become_semantic_memories_with_typed_relations(tmp
     summary = run_import(store_path, "memory-jsonl", [path])
     got = by_key(messages_of(store_path)["memory-jsonl:memory"])
     ada, shop, lib = got["entity:Ada"], got["entity:shop-backend"], got["entity:payments-lib"]
-    assert ada["content"] == "Ada (person)\n- Prefers dark mode\n- Works on the shop backend\n→ works_on: shop-backend"
+    assert ada["content"] == ("Ada (person)\n- Prefers dark mode\n- Works on the shop backend\n"
+                              "→ works_on: shop-backend\n→ knows: Grace")
     assert ada["metadata"]["memory_kind"] == "semantic" and ada["metadata"]["memory_tier"] == "long"
     assert {"entity-type:person", "relation-type:works_on"} <= set(tags(ada))
-    assert ada["metadata"]["relations"] == [{"type": "related_to", "message_id": shop["message_id"]}]
+    assert ada["metadata"]["relations"] == [{"type": "related_to", "message_id": shop["message_id"]},
+                                            {"type": "related_to", "message_id": got["entity:Grace"]["message_id"]}]
     assert shop["metadata"]["relations"] == [{"type": "depends_on", "message_id": lib["message_id"]}]
     assert [s.split("memory.jsonl:")[1] for s in summary["skips"]] == [
-        "7: an entity without a name", "8: neither an entity nor a relation", "9: not valid JSON",
-        "6: a relation naming an entity the file does not hold"]
+        "7: an entity without a name", "8: neither an entity nor a relation", "9: not valid JSON"]
+
+
+def test_a_relation_to_an_entity_the_graph_lacks_keeps_it_as_an_entity_created_by_the_import(
+        tmp_path, store_path, capsys):
+    from server.cli import main
+    path = samples._lines(str(tmp_path / "memory.jsonl"), [
+        {"type": "entity", "name": "Ada", "entityType": "person", "observations": []},
+        {"type": "relation", "from": "Ada", "to": "Grace", "relationType": "knows"},
+        {"type": "relation", "from": "Linus", "to": "Ada", "relationType": "mentors"}])
+    assert main(["import", "memory-jsonl", path, "--store", store_path]) == 0
+    err = capsys.readouterr().err
+    assert "warning" not in err and err.count("convmem import: note: ") == 2
+    got = by_key(messages_of(store_path)["memory-jsonl:memory"])
+    grace, linus = got["entity:Grace"], got["entity:Linus"]
+    assert grace["content"] == "Grace\n(named by a relation; the graph holds no entity of this name)"
+    assert tags(grace) == ["memory-jsonl", "created-by-import"] and "created-by-import" not in tags(got["entity:Ada"])
+    assert linus["content"].endswith("\n→ mentors: Ada")
+    assert linus["metadata"]["relations"] == [{"type": "related_to", "message_id": got["entity:Ada"]["message_id"]}]
+    assert got["entity:Ada"]["metadata"]["relations"] == [{"type": "related_to", "message_id": grace["message_id"]}]
+    broken = samples._lines(str(tmp_path / "broken.jsonl"), ['{"type": "relation", "fr'])
+    assert main(["import", "memory-jsonl", broken, "--store", store_path]) == 1     # unreadable: still 1
 
 
 def test_a_memory_graph_imported_again_updates_the_entities_that_changed_and_only_those(tmp_path, store_path):
@@ -224,7 +248,7 @@ def test_a_memory_graph_imported_again_updates_the_entities_that_changed_and_onl
         {"type": "entity", "name": "Grace", "entityType": "person", "observations": []},
         {"type": "relation", "from": "payments-lib", "to": "Grace", "relationType": "maintained_by"}])
     summary = run_import(store_path, "memory-jsonl", [path])
-    assert (summary["written"], summary["updated"], summary["already_present"]) == (1, 2, 1)
+    assert (summary["written"], summary["updated"], summary["already_present"]) == (0, 3, 1)
     after = by_key(messages_of(store_path)["memory-jsonl:memory"])
     ada, lib, grace = after["entity:Ada"], after["entity:payments-lib"], after["entity:Grace"]
     assert ada["message_id"] == before["entity:Ada"]["message_id"] and ada["revision"] == 3
@@ -257,7 +281,7 @@ def test_an_imported_message_names_its_source_turn_by_a_name_based_id(tmp_path, 
     expected = import_id(f"claude-code:{samples.SID}", "u1")
     assert first["metadata"]["source_message_ids"] == [expected]
     assert expected.startswith("0000000000") and len(expected) == 26
-    assert first["metadata"]["tags"] == ["claude-code"]
+    assert first["metadata"]["tags"] == ["claude-code", "project:/home/ada/shop"]    # the session's project: its cwd
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -285,3 +309,21 @@ def test_a_jsonl_line_is_read_as_json_loads_reads_it(value, ascii_only, noise):
              "{}".encode("utf-16-le")]
     for raw in lines:
         assert _parsed(reading._object, raw) == _parsed(json.loads, raw)
+
+
+def test_import_notes_and_summaries_show_paths_escaped_never_obeyed(tmp_path, capsys):
+    from server.cli import main
+    folder = tmp_path / "dir\x1b[2J\u202e"
+    folder.mkdir()
+    store = str(folder / "store")
+    path = samples._lines(str(folder / "memory.jsonl"), [
+        {"type": "entity", "name": "Ada", "entityType": "person", "observations": []},
+        {"type": "relation", "from": "Ada", "to": "Eve", "relationType": "knows"}])
+    assert main(["import", "memory-jsonl", path, "--store", store]) == 0
+    err = capsys.readouterr().err
+    assert err.count("dir\\x1b[2J\\u202e") == 2        # the note's file and the summary's store
+    assert "\x1b" not in err and "\u202e" not in err
+    assert main(["import", "memory-jsonl", path, "--store", store, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "\x1b" not in out and "\\u202e" in out
+    assert json.loads(out)["notes"][0].startswith(str(folder))

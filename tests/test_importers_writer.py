@@ -159,12 +159,12 @@ def test_the_cli_imports_prints_a_summary_and_exits_1_when_lines_were_skipped(tm
     store = str(tmp_path / "store")
     assert cli.main(["import", "claude-code", root, "--store", store]) == 1
     out, err = capsys.readouterr()
-    assert out == "" and f"import claude-code into {store}: 2 files, 12 turns; wrote 12 messages" in err
+    assert out == "" and f"import claude-code into {store}: 2 files, 14 turns; wrote 14 messages" in err
     assert "Traceback" not in err and f"{samples.SID}.jsonl:15: not valid JSON" in err
     clean = str(tmp_path / "clean")
     shutil.copytree(os.path.join(root, "-home-ada-shop", samples.SID), clean)
     assert cli.main(["import", "claude-code", clean, "--store", store, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["already_present"] == 2
+    assert json.loads(capsys.readouterr().out)["already_present"] == 4
 
 
 def test_the_cli_refuses_an_unknown_source(capsys):
@@ -178,7 +178,7 @@ def test_a_dry_run_creates_no_store_and_finding_no_file_exits_1(tmp_path, capsys
     root = samples.claude_code(str(tmp_path / "projects"))
     store = str(tmp_path / "store")
     assert cli.main(["import", "claude-code", root, "--store", store, "--dry-run"]) == 1
-    assert "would write 12 messages" in capsys.readouterr().err
+    assert "would write 14 messages" in capsys.readouterr().err
     assert not os.path.exists(store)
     (tmp_path / "empty").mkdir()
     assert cli.main(["import", "codex", str(tmp_path / "empty"), "--store", store]) == 1

@@ -213,7 +213,7 @@ async def test_an_unexpected_exception_becomes_internal_error_with_the_traceback
     if transport == "http":
         pytest.skip("patches the service in this process; the HTTP server is another process")
 
-    def broken(self):
+    def broken(self, **_options):
         raise RuntimeError("secret detail")
     monkeypatch.setattr(MemoryService, "health", broken)
     message = await mcp.fail("get_system_health", {}, code="INTERNAL_ERROR")

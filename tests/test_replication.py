@@ -2,12 +2,15 @@
 
 A 3-server JetStream cluster on loopback (``sync_interval: always``) is shared
 by the module; each test uses a stream name of its own.  Nodes are
-:class:`MemoryService` objects in this process (the failure tests in
-``test_replication_failures.py`` run real ``convmem serve`` processes).
+:class:`MemoryService` objects in this process, except where principals come
+from named tokens over HTTP: there they are ``convmem serve --http --replicate``
+processes (the failure tests in ``test_replication_failures.py`` run real
+``convmem serve`` processes too).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,10 +21,13 @@ import pytest
 from eventstore.errors import ConflictError, NotFoundError, StoreIOError, ValidationError
 from eventstore.events import Metadata
 from projections.search import Filters
+from server.cli import main
 from server.maintenance import differences, dump_projections
+from server.principals import Principal
 from server.replication import Settings, parse_settings
 from server.service import MemoryService
 from tools._nats import Cluster, files_holding
+from tools.mcp_client import connect_http, http_server, ok
 
 pytestmark = pytest.mark.replication
 
@@ -184,7 +190,7 @@ def test_expected_revision_conflicts_exactly_as_on_one_store(nodes):
 
 def test_concurrent_read_modify_write_on_two_nodes_loses_no_update(nodes):
     a, b = nodes(2)
-    mid = a.write_message("s", "user", "", Metadata())["message"]["message_id"]
+    mid = a.write_message("s", "user", "start;", Metadata())["message"]["message_id"]   # content is never empty
     caught_up(b)
     rounds, conflicts = 15, [0, 0]
 
@@ -206,7 +212,7 @@ def test_concurrent_read_modify_write_on_two_nodes_loses_no_update(nodes):
         t.join(300)
     caught_up(a, b)
     final = a.content_range(mid, 0, 10**6, None)["content_range"]
-    parts = final["content"].split(";")[:-1]
+    parts = final["content"].split(";")[1:-1]
     assert final["revision"] == 1 + 2 * rounds                 # every update applied once
     assert sorted(parts) == sorted([f"a{i}" for i in range(rounds)] + [f"b{i}" for i in range(rounds)])
     assert [p for p in parts if p[0] == "a"] == [f"a{i}" for i in range(rounds)]   # each writer's order kept
@@ -219,6 +225,59 @@ def test_sync_reads_see_a_write_acknowledged_on_another_node(nodes):
     for i in range(20):
         mid = a.write_message("s", "user", f"m{i}", Metadata())["message"]["message_id"]
         assert b.content_range(mid, 0, 100, None)["content_range"]["content"] == f"m{i}"
+
+
+# ------------------------------------------------------------ provenance
+def who(revisions: list[dict]) -> list[tuple[int, str | None, list[str]]]:
+    return [(r["revision"], r["principal"], r["changed"]) for r in revisions]
+
+
+@pytest.mark.anyio
+async def test_who_wrote_and_who_updated_reach_every_node_over_http(cluster, stream, tmp_path, capsys):
+    """agent-a writes on one ``serve --http --replicate`` node, agent-b updates on another
+    (tokens from ``convmem token add``); every node shows both revisions with their principals."""
+    made: dict[str, str] = {}
+    for name in ("a", "b"):
+        assert main(["--store", str(tmp_path / name), "token", "add", f"agent-{name}"]) == 0
+        made[name] = capsys.readouterr().out.strip()
+    flags = ("--replicate", cluster.urls, "--stream", stream, "--sync-reads")
+    expected = [(1, "agent-a", ["created"]), (2, "agent-b", ["content", "tags"])]
+    with http_server(str(tmp_path / "a"), extra=flags) as a, http_server(str(tmp_path / "b"), extra=flags) as b:
+        async with connect_http(a.url, made["a"]) as on_a, connect_http(b.url, made["b"]) as on_b:
+            mid = (await ok(on_a, "write_message", {"session_id": "p/1", "role": "user",
+                                                    "content": "written by a"}))["message"]["message_id"]
+            await ok(on_b, "update_message", {"message_id": mid, "content": "corrected by b", "expected_revision": 1,
+                                              "metadata_json": '{"tags": ["fixed"]}'})
+            for client in (on_a, on_b):
+                body = await ok(client, "read_messages", {"view": "revisions", "message_id": mid})
+                assert who(body["revisions"]) == expected
+    c_path = str(tmp_path / "c")
+    c = node(cluster, stream, c_path)
+    try:
+        caught_up(c)
+        assert who(c.revisions(mid)["revisions"]) == expected
+    finally:
+        c.close()
+    capsys.readouterr()
+    assert main(["--store", c_path, "log", "--json"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [(e["event"], e["principal"], e["message_id"]) for e in lines] == [
+        ("written", "agent-a", mid), ("updated", "agent-b", mid)]
+
+
+def test_a_new_generation_keeps_the_principal_of_each_current_revision(nodes):
+    a, b = nodes(2)
+    agent_a, agent_b = Principal("agent-a"), Principal("agent-b")
+    mid = a.write_message("s", "user", "v1", Metadata(), principal=agent_a)["message"]["message_id"]
+    b.update_message(mid, "v2", {}, None, principal=agent_b)
+    kept = b.write_message("s", "user", "only written", Metadata(), principal=agent_b)["message"]["message_id"]
+    caught_up(a, b)
+    assert who(a.revisions(mid)["revisions"]) == [(1, "agent-a", ["created"]), (2, "agent-b", ["content"])]
+    a.rebuild()
+    caught_up(a, b)
+    for svc in (a, b):
+        assert who(svc.revisions(mid)["revisions"]) == [(2, "agent-b", ["rewritten"])]
+        assert who(svc.revisions(kept)["revisions"]) == [(1, "agent-b", ["created"])]
 
 
 # ------------------------------------------------------------ erasure

@@ -12,7 +12,7 @@ from eventstore.errors import ValidationError
 from server import cursors
 from server._rwlock import RWLock
 from server.app import _unreadable_reply
-from server.service import _range_end
+from server.views import range_end as _range_end
 
 SECRET = b"k" * 32
 

@@ -69,7 +69,7 @@ from tools._proc import REPO
 from tools.search_bench import DEFAULT_DATA, load_locomo
 
 TARGETS = {"write_message": 2.0, "search_messages": 5.0, "start_legacy": 1000.0}
-HTTP_TARGETS = {"write_message": 3.0, "search_messages": 6.0, "start_http": 1000.0}     # issue 13
+HTTP_TARGETS = {"write_message": 3.0, "search_messages": 6.0, "start_http": 1000.0}
 
 
 def server_parameters(store: str, *, fastcall: bool = True, callgrind: str | None = None) -> StdioServerParameters:

@@ -1,4 +1,4 @@
-"""Replication benchmarks (issue 14's targets), on a 3-server JetStream cluster on loopback
+"""Replication benchmarks against their targets, on a 3-server JetStream cluster on loopback
 (``sync_interval: always``, R=3) started and stopped here:
 
 * ``write`` — replicated ``write_message`` through a real ``convmem serve

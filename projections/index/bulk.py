@@ -218,7 +218,7 @@ def _pairs(groups: dict[tuple[bytes, ...], list[bytes]]) -> list[tuple[bytes, by
     """(key, docno key) pairs in order, from the docno keys (each list in
     order) of the documents that have the same keys.  Documents share their
     facet keys by the hundred (a session's, a source's): sorting the keys
-    alone takes half the instructions of sorting every pair."""
+    alone costs about half of what sorting every pair would."""
     by_key: dict[bytes, list[list[bytes]]] = {}
     for keys, dks in groups.items():
         for k in keys:

@@ -10,6 +10,6 @@ a command, write such a module and list it here; document it in docs/cli.md
 
 from __future__ import annotations
 
-from . import backup, export, health, imports, reads, replay, serve, token
+from . import backup, export, health, imports, log, reads, replay, serve, token, ui
 
-COMMANDS = (serve, token, health, replay, reads, export, imports, backup)
+COMMANDS = (serve, token, health, replay, reads, export, imports, backup, log, ui)

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from typing import IO
 
 from .. import transfer
+from .._terminal import visible
+from ..importers.turns import counted
 from ..progress import progress
 from ._common import CommandError, open_existing, store_path
 
@@ -59,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot write the export to {args.out or 'stdout'}: {exc.strerror}") from None
     finally:
         service.close()
-    print(f"convmem: exported {count} messages from {path}" + (f" to {args.out}" if args.out else ""),
+    print(f"convmem: exported {counted(count, 'message')} from {visible(path)}"
+          + (f" to {visible(args.out)}" if args.out else ""),
           file=sys.stderr)
     return 0

@@ -8,6 +8,9 @@ import argparse
 import os
 import sys
 
+from eventstore.errors import BusyError, ConvMemError, CorruptStoreError, StoreIOError
+
+from .. import maintenance
 from ._common import check_existing, open_existing, store_path
 from ._out import Out, size
 
@@ -51,11 +54,19 @@ def run_health(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    rep = report(store_path(args))
+    path = store_path(args)
     out = Out()
     if args.json:
+        rep = report(path)
         out.json(rep)
         return 0 if healthy(rep) else 1
+    try:
+        rep = report(path)
+    except ConvMemError as exc:                  # the store cannot be opened or read: say so, and what to do
+        maintenance.report("convmem", exc)
+        _show(out, [("store", path), ("status", f"cannot be read ({exc.code})"),
+                    ("last error", f"{exc.code}: {exc.message}")], _refused(exc))
+        return 2
     est = rep["memory_estimate"]
     rows = [("store", rep["store"]),
             ("status", rep["status"] + ("" if rep["snapshot_valid"] else " (read models behind the log)")),
@@ -65,10 +76,14 @@ def run_status(args: argparse.Namespace) -> int:
             ("sizes", f"log {size(rep['log_size'])}, read models {size(rep['snapshot_size'])}, "
                       f"search index {size(est['search_index_bytes'])}, dead {size(rep['dead_bytes'])}"),
             ("last error", rep["last_error"] or "none")]
-    out.table(("", ""), rows, title="convmem status")
-    for advice in _advice(rep):
-        out.line(advice, style="bold")
+    _show(out, rows, _advice(rep))
     return 0 if healthy(rep) else 1
+
+
+def _show(out: Out, rows: list[tuple[str, str]], advice: list[str]) -> None:
+    out.table(("", ""), rows, title="convmem status", wide=1)
+    for line in advice:
+        out.line(line, style="bold", prose=True)
 
 
 def _advice(rep: dict) -> list[str]:
@@ -80,3 +95,19 @@ def _advice(rep: dict) -> list[str]:
     if rep["dead_bytes"] > max(rep["log_size"] // 2, 1 << 20):
         out.append("Much of the log is deleted or overwritten text: `rebuild_index` (compaction) reclaims it.")
     return out or ["Nothing to do."]
+
+
+def _refused(exc: ConvMemError) -> list[str]:
+    """What to do when the store cannot be opened or read at all."""
+    if isinstance(exc, CorruptStoreError):
+        return ["The store is damaged. Stop every server on it and run `convmem replay`: it rebuilds the "
+                "read models from the event log and changes nothing in the log.",
+                "If replay fails too, the log itself is damaged (or was written by a newer convmem): restore "
+                "the latest backup, moving this store aside and copying the backup to its path "
+                "(docs/cli.md, Restore)."]
+    if isinstance(exc, StoreIOError):
+        return ["Check that you can read and write the store directory and its files (`ls -l` on it) and "
+                "that its disk is not full, then run `convmem status` again."]
+    if isinstance(exc, BusyError):
+        return ["Another process holds the store: run `convmem status` again when it is done."]
+    return ["Run `convmem status --log-level DEBUG` and report the error with its output."]

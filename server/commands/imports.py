@@ -14,15 +14,21 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .. import transfer
+from .. import hook, transfer
+from .._terminal import visible
 from ..importers import command as importers_command
+from ..importers import follow
+from ..importers.follow import SOURCES as FOLLOWED
 from ..importers.run import SOURCES as TRANSCRIPT_SOURCES
+from ..importers.run import has_default
+from ..importers.turns import counted
 from ..progress import progress
 from ..service import MemoryService
 from ._common import CommandError, check_usable, store_path
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
+    hook_parser(sub.add_parser("hook", parents=[common], help=hook.DESCRIPTION, description=hook.DESCRIPTION))
     text = "import messages from a file (sources: " + ", ".join(SOURCES) + ")"
     p = sub.add_parser("import", parents=[common], help=text, description=text)
     sources = p.add_subparsers(dest="source", required=True, metavar="SOURCE")
@@ -55,15 +61,15 @@ def run_jsonl(args: argparse.Namespace) -> int:
                 print(f"convmem: import refused, nothing written: {exc}", file=sys.stderr)
                 return 1
             if args.dry_run:
-                print(f"convmem: would import {plan.missing} of {plan.in_file} messages into {path} "
-                      f"({plan.present} there already)", file=sys.stderr)
+                print(f"convmem: would import {plan.missing} of {counted(plan.in_file, 'message')} "
+                      f"into {visible(path)} ({plan.present} there already)", file=sys.stderr)
                 return 0
             fh.seek(0)
             with progress("import", plan.in_file) as step:
                 written = transfer.write(service, transfer.read_file(fh, args.file), step)
         finally:
             service.close()
-    print(f"convmem: imported {written} of {plan.in_file} messages into {path} "
+    print(f"convmem: imported {written} of {counted(plan.in_file, 'message')} into {visible(path)} "
           f"({plan.in_file - written} there already)", file=sys.stderr)
     return 0
 
@@ -73,15 +79,31 @@ def _register_transcripts(name: str) -> Callable[[Any, argparse.ArgumentParser],
     def register_source(sources, common: argparse.ArgumentParser) -> None:
         text = f"import {name} transcripts into sessions (docs/import.md); re-running adds only what is new"
         p = sources.add_parser(name, parents=[common], help=text, description=text)
-        importers_command.add_options(p)
+        importers_command.add_options(p, name)
+        if name in FOLLOWED:
+            p.add_argument("--follow", action="store_true",
+                           help="keep running: import what is appended to the transcripts as it is written")
         p.set_defaults(run=_run_transcripts)
     return register_source
 
 
 def _run_transcripts(args: argparse.Namespace) -> int:
+    if not args.paths and not has_default(args.source):
+        where = "$MEMORY_FILE_PATH is not set" if args.source == "memory-jsonl" else \
+            "a data export has no default place"
+        raise CommandError(f"import {args.source}: name the file to import ({where}); "
+                           f"see convmem import {args.source} --help")
     path = store_path(args)
     check_usable(path)
+    if getattr(args, "follow", False):
+        return follow.command(args, path)
     return importers_command.run(args, path)
+
+
+def hook_parser(p: argparse.ArgumentParser) -> None:
+    """``convmem hook``: the Claude Code hook (:mod:`server.hook`, also ``convmem-hook``)."""
+    hook.parser(p)
+    p.set_defaults(run=hook.run)
 
 
 # source name → its ``register(sources, common)``

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from eventstore.events import KINDS
 
+from ..importers.turns import counted
 from ..service import MemoryService
 from ..tools import BY_NAME
 from ._common import open_existing, store_path
-from ._out import Out, local_time, one_line
+from ._out import Cell, Out, local_time, one_line
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -72,7 +73,7 @@ def run_search(args: argparse.Namespace) -> int:
                  out.highlighted(one_line(r["content"], 100), words), r["message_id"])
                 for r in body["results"]]
         out.table(("score", "when", "session", "role", "content", "message id"), rows,
-                  title=f"{len(rows)} results for {args.query!r}")
+                  title=f"{counted(len(rows), 'result')} for {args.query!r}", whole=(2, 5), wide=4)
         return 0
     return _with_service(args, show)
 
@@ -88,37 +89,57 @@ def run_history(args: argparse.Namespace) -> int:
         if args.json:
             out.json(items)
             return 0
+        if not out.terminal:
+            out.table(HISTORY_FIELDS, [_record(m) for m in items])
+            return 0
         if not items:
             out.line(f"session {args.session!r} has no live messages")
         for m in items:
-            _message(out, m)
+            out.line(_heading(m), style="bold cyan")
+            out.line(out.text(m["content"], newlines=True))
+            out.line()
         return 0
     return _with_service(args, show)
 
 
-def _message(out: Out, m: dict) -> None:
-    meta = m["metadata"]
-    tags = f"  [{', '.join(meta['tags'])}]" if meta["tags"] else ""
+HISTORY_FIELDS = ("when", "role", "message id", "kind", "tags", "revision", "content")
+
+
+def _tags(m: dict) -> str:
+    return ", ".join(m["metadata"]["tags"])
+
+
+def _record(m: dict) -> tuple[str, ...]:
+    """A message as the fields of :data:`HISTORY_FIELDS` (piped history)."""
+    return (local_time(m["timestamp"]), m["role"], m["message_id"], m["metadata"]["memory_kind"], _tags(m),
+            str(m["revision"]), m["content"])
+
+
+def _heading(m: dict) -> str:
+    """A message's first line on a terminal: time, role, id, kind, tags, revision."""
+    tags = f"  [{_tags(m)}]" if m["metadata"]["tags"] else ""
     rev = f"  rev {m['revision']}, edited {local_time(m['updated_at'])}" if m["revision"] > 1 else ""
-    out.line(f"{local_time(m['timestamp'])}  {m['role']}  {m['message_id']}  {meta['memory_kind']}{tags}{rev}",
-             style="bold cyan")
-    out.line(m["content"])
-    out.line()
+    return f"{local_time(m['timestamp'])}  {m['role']}  {m['message_id']}  {m['metadata']['memory_kind']}{tags}{rev}"
 
 
 # ---------------------------------------------------------------- sessions
 def run_sessions(args: argparse.Namespace) -> int:
     def show(service: MemoryService, out: Out) -> int:
-        items = list(_pages(service, "sessions", "sessions"))
+        items = most_recent_first(_pages(service, "sessions", "sessions"))
         if args.json:
             out.json(items)
             return 0
         rows = [(s["session_id"], str(s["message_count"]), local_time(s["started_at"]),
                  local_time(s["last_message_at"]), one_line(s["representative_summary"], 60)) for s in items]
         out.table(("session", "messages", "started", "last message", "summary"), rows,
-                  title=f"{len(rows)} sessions")
+                  title=counted(len(rows), "session"), whole=(0,), wide=4)
         return 0
     return _with_service(args, show)
+
+
+def most_recent_first(sessions: Iterable[dict]) -> list[dict]:
+    """The sessions by their last live message, the latest first (ties: by id)."""
+    return sorted(sessions, key=lambda s: (-s["last_message_at"], s["session_id"]))
 
 
 # -------------------------------------------------------------------- show
@@ -133,21 +154,28 @@ def run_show(args: argparse.Namespace) -> int:
         if args.json:
             out.json({"message": body["message"], "relations": body["relations"]})
             return 0
-        m = body["message"]
-        _message(out, m)
-        meta = m["metadata"]
-        for key in ("session_id", "memory_tier", "importance", "tool_call_id", "summary"):
-            value = m.get(key, meta.get(key))
-            if value is not None:
-                out.line(f"{key}: {value}")
-        for rel in body["relations"]:
-            other = rel.get("message")
-            about = (f"{other['message_id']} ({other['role']}, {local_time(other['timestamp'])}): "
-                     f"{one_line(other['content'], 60)}") if other else f"{rel['message_id']} (deleted)"
-            arrow = "→" if rel["direction"] == "outgoing" else "←"
-            out.line(f"{arrow} {rel['type']} {about}")
+        out.fields(_shown(out, body["message"], body["relations"]))
         return 0
     return _with_service(args, show)
+
+
+def _shown(out: Out, m: dict, relations: list[dict]) -> list[tuple[str, Cell]]:
+    """``show``: one (label, value) row a field, the content whole, then a row a relation."""
+    meta = m["metadata"]
+    rows: list[tuple[str, Cell]] = [("message_id", m["message_id"]), ("session_id", m["session_id"]),
+                                    ("when", local_time(m["timestamp"])), ("role", m["role"])]
+    rows += [(key, str(meta[key])) for key in ("memory_kind", "memory_tier", "importance") if key in meta]
+    rows.append(("tags", _tags(m)))
+    rev = f", edited {local_time(m['updated_at'])}" if m["revision"] > 1 else ""
+    rows.append(("revision", f"{m['revision']}{rev}"))
+    rows += [(key, meta[key]) for key in ("tool_call_id", "summary") if key in meta]
+    rows.append(("content", out.text(m["content"], newlines=True)))
+    for rel in relations:
+        other = rel.get("message")
+        about = (f"{other['message_id']} ({other['role']}, {local_time(other['timestamp'])}): "
+                 f"{one_line(other['content'], 60)}") if other else f"{rel['message_id']} (deleted)"
+        rows.append((f"{'→' if rel['direction'] == 'outgoing' else '←'} {rel['type']}", about))
+    return rows
 
 
 _COMMANDS = (

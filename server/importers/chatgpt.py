@@ -31,6 +31,9 @@ from .reading import conversations
 from .turns import Report, Turn, as_text, dict_of, list_of, parse_time, text_of
 
 NAME = "chatgpt"
+DEFAULTS: tuple[str, ...] = ()           # no default place: an export is wherever it was saved
+PATTERN = "conversations.json"
+FLAGS = ("thinking", "branches")         # the options of `convmem import` that apply
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "tool": "user"}
 
 

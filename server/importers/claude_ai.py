@@ -26,6 +26,9 @@ from .reading import conversations
 from .turns import Report, Turn, as_text, parse_time, text_of
 
 NAME = "claude-ai"
+DEFAULTS: tuple[str, ...] = ()           # no default place: an export is wherever it was saved
+PATTERN = "conversations.json"
+FLAGS = ("thinking",)                    # the options of `convmem import` that apply
 _ROLES = {"human": "user", "user": "user", "assistant": "assistant"}
 
 

@@ -19,7 +19,15 @@ blocks.  The mapping (docs/import.md has an example):
   ``is_error``), ``tool_call_id``, a ``depends_on`` relation to its call, key
   ``tool_result:<id>``;
 * a ``summary`` line: a ``summary`` message of the file's session, key
-  ``summary:<leafUuid>``, written after the file's other turns.
+  ``summary:<leafUuid>``, written after the file's other turns;
+* every message of a file is tagged ``project:<cwd>``, the first ``cwd`` its
+  lines carry (the directory Claude Code ran in: the session's project).
+
+Read in parts (:func:`parser`: ``import --follow`` and the hook), a summary
+is written at the end of the part in which its leaf's line was read (at the
+same time as a whole-file import gives it); one whose leaf has not been read
+waits in the reader's state (:meth:`_File.state`) until it is, or until
+:meth:`_File.end` is called with ``final=True``.
 
 Thinking is skipped by default: it is the model's scratch work, often longer
 than everything else in a session and repeated turn after turn, so it would
@@ -30,7 +38,7 @@ results; ``--thinking`` keeps it, tagged ``thinking``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .options import Options
@@ -40,6 +48,7 @@ from .turns import Report, Turn, as_text, parse_time
 NAME = "claude-code"
 DEFAULTS = ("~/.claude/projects/*/*.jsonl", "~/.claude/projects/*/*/subagents/*.jsonl")
 PATTERN = "*.jsonl"
+FLAGS = ("thinking",)                    # the options of `convmem import` that apply
 _MESSAGE_TYPES = {"user": "user", "assistant": "assistant", "system": "system"}
 _ROLES = {"user", "assistant", "system"}
 
@@ -49,7 +58,18 @@ def read(paths: list[str], report: Report, options: Options) -> Iterator[Turn | 
         yield from _File(path, report, options).turns()
 
 
+def parser(path: str, report: Report, options: Options) -> _File:
+    """The reader of one file, to feed it lines part by part (``lines``, then
+    ``end``) and carry its ``state`` from one part to the next."""
+    return _File(path, report, options)
+
+
 class _File:
+    # what the reader remembers from the lines read, carried from one part to the next
+    STATE: dict[str, type | tuple[type, ...]] = {
+        "last_time": int, "times": dict, "tool_names": dict, "session": (str, type(None)),
+        "project": (str, type(None)), "summaries": list}
+
     def __init__(self, path: str, report: Report, options: Options) -> None:
         self.path, self.report, self.options = path, report, options
         self.last_time = 0
@@ -57,9 +77,15 @@ class _File:
         self.tool_names: dict[str, str] = {}     # tool_use id → tool name
         self.session: str | None = None
         self.summaries: list[tuple[int, dict[str, Any]]] = []
+        self.project: str | None = None          # the first cwd of the file
 
     def turns(self) -> Iterator[Turn]:
-        for number, line in jsonl(self.path, self.report):
+        yield from self.lines(jsonl(self.path, self.report))
+        yield from self.end(final=True)
+
+    def lines(self, numbered: Iterable[tuple[int, dict[str, Any]]]) -> Iterator[Turn]:
+        """The turns of lines read (summaries wait for :meth:`end`)."""
+        for number, line in numbered:
             kind = line.get("type")
             if kind == "summary":
                 self.summaries.append((number, line))
@@ -67,7 +93,24 @@ class _File:
                 yield from self._line(number, line)
             else:
                 self.report.ignored += 1
-        yield from self._summaries()
+
+    def end(self, final: bool = False) -> Iterator[Turn]:
+        """The summaries read so far: all of them when ``final`` (the whole
+        file was read), else those whose leaf's line has been read."""
+        ready = [(n, line) for n, line in self.summaries if final or line.get("leafUuid") in self.times]
+        self.summaries = [] if final else [s for s in self.summaries if s not in ready]
+        yield from self._summaries(ready)
+
+    def state(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.STATE}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take up the ``state`` of an earlier part (ValueError: not one)."""
+        if set(state) != set(self.STATE) or any(not isinstance(state[k], t) for k, t in self.STATE.items()):
+            raise ValueError("not the state of a claude-code reader")
+        for name in self.STATE:
+            setattr(self, name, state[name])
+        self.summaries = [(n, line) for n, line in self.summaries]
 
     def _where(self, number: int) -> str:
         return f"{self.path}:{number}"
@@ -79,6 +122,9 @@ class _File:
             return
         if not isinstance(sid, str) or not sid:
             sid = os.path.splitext(os.path.basename(self.path))[0]
+        cwd = line.get("cwd")
+        if self.project is None and isinstance(cwd, str) and cwd:
+            self.project = cwd
         session, tags = self._session(sid, line)
         ts = parse_time(line.get("timestamp")) or self.last_time or file_time(self.path)
         self.last_time = self.times[uuid] = ts
@@ -107,10 +153,13 @@ class _File:
         if line.get("isSidechain") is True:
             agent = line.get("agentId")
             name = f"agent-{agent}" if isinstance(agent, str) and agent else "sidechain"
-            return f"{parent}/{name}", (NAME, "sidechain", f"parent-session:{parent}")
+            return f"{parent}/{name}", (NAME, *self._project(), "sidechain", f"parent-session:{parent}")
         if self.session is None:
             self.session = parent
-        return parent, (NAME,)
+        return parent, (NAME, *self._project())
+
+    def _project(self) -> tuple[str, ...]:
+        return (f"project:{self.project}",) if self.project else ()
 
     def _blocks(self, number: int, session: str, uuid: str, role: str, ts: int, tags: tuple[str, ...],
                 blocks: list[Any]) -> Iterator[Turn]:
@@ -166,16 +215,16 @@ class _File:
         return Turn(session, f"tool_result:{call_id}", "user", ("[error] " if error else "") + text, ts,
                     tags + more, tool_call_id=call_id, relations=(("depends_on", f"tool_use:{call_id}"),))
 
-    def _summaries(self) -> Iterator[Turn]:
+    def _summaries(self, lines: list[tuple[int, dict[str, Any]]]) -> Iterator[Turn]:
         session = self.session or f"{NAME}:{os.path.splitext(os.path.basename(self.path))[0]}"
-        for number, line in self.summaries:
+        for number, line in lines:
             text, leaf = line.get("summary"), line.get("leafUuid")
             if not isinstance(text, str) or not text.strip():
                 self.report.skip(self._where(number), "a summary line without a summary")
                 continue
             leaf = leaf if isinstance(leaf, str) and leaf else f"line-{number}"
             ts = self.times.get(leaf) or self.last_time or file_time(self.path)
-            yield Turn(session, f"summary:{leaf}", "system", text, ts, (NAME, "summary"),
+            yield Turn(session, f"summary:{leaf}", "system", text, ts, (NAME, *self._project(), "summary"),
                        kind="summary", summary=text)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .options import Options
@@ -38,6 +38,7 @@ from .turns import Report, Turn, as_text, parse_time, text_of
 NAME = "codex"
 DEFAULTS = ("~/.codex/sessions/**/rollout-*.jsonl",)
 PATTERN = "rollout-*.jsonl"
+FLAGS = ("thinking",)                    # the options of `convmem import` that apply
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _ITEM_TYPES = {"message", "function_call", "function_call_output", "custom_tool_call",
@@ -49,7 +50,17 @@ def read(paths: list[str], report: Report, options: Options) -> Iterator[Turn | 
         yield from _Rollout(path, report, options).turns()
 
 
+def parser(path: str, report: Report, options: Options) -> _Rollout:
+    """The reader of one rollout, to feed it lines part by part (``lines``,
+    then ``end``) and carry its ``state`` from one part to the next."""
+    return _Rollout(path, report, options)
+
+
 class _Rollout:
+    # what the reader remembers from the lines read, carried from one part to the next
+    STATE: dict[str, type | tuple[type, ...]] = {
+        "session": str, "last_time": int, "model": (str, type(None)), "tool_names": dict}
+
     def __init__(self, path: str, report: Report, options: Options) -> None:
         self.path, self.report, self.options = path, report, options
         found = _UUID.findall(os.path.basename(path))
@@ -59,7 +70,25 @@ class _Rollout:
         self.tool_names: dict[str, str] = {}
 
     def turns(self) -> Iterator[Turn]:
-        for number, line in jsonl(self.path, self.report):
+        yield from self.lines(jsonl(self.path, self.report))
+
+    def end(self, final: bool = False) -> Iterator[Turn]:
+        """Nothing waits for the end of a rollout."""
+        return iter(())
+
+    def state(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.STATE}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take up the ``state`` of an earlier part (ValueError: not one)."""
+        if set(state) != set(self.STATE) or any(not isinstance(state[k], t) for k, t in self.STATE.items()):
+            raise ValueError("not the state of a codex reader")
+        for name in self.STATE:
+            setattr(self, name, state[name])
+
+    def lines(self, numbered: Iterable[tuple[int, dict[str, Any]]]) -> Iterator[Turn]:
+        """The turns of lines read."""
+        for number, line in numbered:
             kind, payload = line.get("type"), line.get("payload")
             ts = parse_time(line.get("timestamp"))
             self.last_time = ts or self.last_time or file_time(self.path)

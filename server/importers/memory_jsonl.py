@@ -16,8 +16,10 @@ Lines ``{"type":"entity","name","entityType","observations"}`` and
   ``to`` entity's: ``relationType`` mapped onto our four types by its words
   (depends/requires/uses/needs → ``depends_on``; derived/based/created
   from/part of → ``derived_from``; supersedes/replaces → ``supersedes``;
-  anything else → ``related_to``); a relation naming an entity the file does
-  not hold is skipped and reported;
+  anything else → ``related_to``); an entity a relation names that the file
+  does not hold (the memory server does not require it to exist) gets a
+  message of its own, ``NAME`` and a line saying so, tagged
+  ``created-by-import`` (a note on stderr, not a skip: nothing is lost);
 * time: none in the format: the file's modification time.
 
 The graph is written in one transaction (relations may point forward).  An
@@ -40,8 +42,10 @@ from .reading import expand, file_time, jsonl
 from .turns import Report, Turn, text_of
 
 NAME = "memory-jsonl"
+CREATED_TAG = "created-by-import"        # an entity named by a relation only
 DEFAULTS = ("$MEMORY_FILE_PATH",)
 PATTERN = "*.jsonl"
+FLAGS: tuple[str, ...] = ()              # the options of `convmem import` that apply
 _WORDS = (("depends_on", ("depend", "require", "use", "need", "call", "import")),
           ("derived_from", ("derive", "based", "created_from", "part_of", "child_of", "instance_of",
                             "fork", "copy", "extend")),
@@ -58,10 +62,7 @@ def relation_type(name: str) -> str:
 
 
 def read(paths: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
-    if not paths:
-        env = os.environ.get("MEMORY_FILE_PATH")
-        paths = [env] if env else []
-    for path in expand(paths, (), PATTERN):
+    for path in expand(paths, DEFAULTS, PATTERN):
         yield _graph(path, report)
 
 
@@ -90,9 +91,12 @@ def _graph(path: str, report: Report) -> list[Turn]:
             report.skip(where, "neither an entity nor a relation")
     out: dict[str, list[tuple[str, str]]] = {name: [] for name in entities}
     for number, src, dst, rtype in relations:
-        if src not in entities or dst not in entities:
-            report.skip(f"{path}:{number}", "a relation naming an entity the file does not hold")
-            continue
+        for name in (src, dst):
+            if name not in entities:
+                entities[name] = {"type": None, "observations": [], "implied": True}
+                out[name] = []
+                report.note(f"{path}:{number}", "a relation names an entity the file does not hold: "
+                                                f"an entity message created for it, tagged {CREATED_TAG}")
         out[src].append((rtype, dst))
     session = f"{NAME}:{os.path.splitext(os.path.basename(path))[0]}"
     when = file_time(path)
@@ -101,8 +105,13 @@ def _graph(path: str, report: Report) -> list[Turn]:
 
 def _entity(session: str, name: str, entity: dict[str, Any], rels: list[tuple[str, str]], when: int) -> Turn:
     etype = entity["type"] or "unknown"
-    lines = [f"{name} ({etype})"] + [f"- {o}" for o in entity["observations"]]
+    if entity.get("implied"):
+        lines = [name, "(named by a relation; the graph holds no entity of this name)"]
+        kinds: tuple[str, ...] = (CREATED_TAG,)
+    else:
+        lines = [f"{name} ({etype})"] + [f"- {o}" for o in entity["observations"]]
+        kinds = (f"entity-type:{etype}",)
     lines += [f"→ {rtype}: {dst}" for rtype, dst in rels]
-    tags = (NAME, f"entity-type:{etype}", *(f"relation-type:{rtype}" for rtype, _ in rels))
+    tags = (NAME, *kinds, *(f"relation-type:{rtype}" for rtype, _ in rels))
     return Turn(session, f"entity:{name}", "system", "\n".join(lines), when, tags, kind="semantic",
                 relations=tuple((relation_type(rtype), f"entity:{dst}") for rtype, dst in rels), updatable=True)

@@ -7,7 +7,7 @@ of files or more, on more than one CPU) it is done by a fresh interpreter
 state) running :func:`serve`, which reads the source with the same code as
 an import in one process and sends the turns back, ``FRAME_ITEMS`` at a
 time (fewer when they are long), as length-prefixed pickles, each with what its report gained
-meanwhile (files, ignored lines, skips — printed by this process, so that
+meanwhile (files, ignored lines, skips, notes — printed by this process, so that
 they go wherever the caller's stderr goes).  A thread takes the frames off
 the pipe (up to ``AHEAD`` of them ahead), so the reading goes on while the
 writer commits a batch.
@@ -71,12 +71,14 @@ def items(module: ModuleType, paths: list[str], report: Report, options: Options
     first = True
     try:
         while (frame := frames.get()) is not None:
-            batch, files, ignored, skips, done = pickle.loads(frame)
+            batch, files, ignored, skips, notes, done = pickle.loads(frame)
             first = False
             report.files += files
             report.ignored += ignored
             for line in skips:
                 report.add_skip(line)
+            for line in notes:
+                report.add_note(line)
             yield from batch
             if done:
                 return
@@ -163,11 +165,12 @@ def serve() -> None:
     report = Report(module.NAME, echo=False)
     out = sys.stdout.buffer
     sys.stdout = sys.stderr     # stdout carries the frames and nothing else
-    sent = [0, 0, 0]        # files, ignored, skips already sent
+    sent = [0, 0, 0, 0]     # files, ignored, skips, notes already sent
 
     def send(batch: list[Item], done: bool) -> None:
-        frame = (batch, report.files - sent[0], report.ignored - sent[1], report.skipped[sent[2]:], done)
-        sent[:] = [report.files, report.ignored, len(report.skipped)]
+        frame = (batch, report.files - sent[0], report.ignored - sent[1], report.skipped[sent[2]:],
+                 report.notes[sent[3]:], done)
+        sent[:] = [report.files, report.ignored, len(report.skipped), len(report.notes)]
         data = pickle.dumps(frame, 5)
         out.write(len(data).to_bytes(4, "big") + data)
         out.flush()

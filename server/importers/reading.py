@@ -10,7 +10,7 @@ import glob
 import json
 import os
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .turns import Report
@@ -19,11 +19,14 @@ from .turns import Report
 def expand(paths: list[str], defaults: tuple[str, ...], pattern: str) -> list[str]:
     """Files to read: each path as given (a directory: every file matching
     ``pattern`` below it; a glob: its matches); with no path, the ``defaults``
-    globs (``~`` expanded)."""
+    globs (``~`` and environment variables expanded; one naming an unset
+    variable is no place)."""
     found: list[str] = []
     if not paths:
         for default in defaults:
-            found += sorted(glob.glob(os.path.expanduser(default), recursive=True))
+            where = os.path.expandvars(os.path.expanduser(default))
+            if "$" not in where:
+                found += sorted(glob.glob(where, recursive=True))
         return found
     for path in paths:
         path = os.path.expanduser(path)
@@ -46,22 +49,27 @@ def jsonl(path: str, report: Report) -> Iterator[tuple[int, dict[str, Any]]]:
         return
     report.files += 1
     with fh:
-        for number, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = _object(raw)
-            except RecursionError:
-                report.skip(f"{path}:{number}", "JSON nested too deeply")
-                continue
-            except ValueError:
-                complete = raw.endswith(b"\n")
-                report.skip(f"{path}:{number}", "not valid JSON" + ("" if complete else " (truncated last line)"))
-                continue
-            if not isinstance(obj, dict):
-                report.skip(f"{path}:{number}", "not a JSON object")
-                continue
-            yield number, obj
+        yield from objects(path, fh, report)
+
+
+def objects(path: str, raws: Iterable[bytes], report: Report, first: int = 1) -> Iterator[tuple[int, dict[str, Any]]]:
+    """:func:`jsonl` of lines already read (``raws``, the first numbered ``first``)."""
+    for number, raw in enumerate(raws, first):
+        if not raw.strip():
+            continue
+        try:
+            obj = _object(raw)
+        except RecursionError:
+            report.skip(f"{path}:{number}", "JSON nested too deeply")
+            continue
+        except ValueError:
+            complete = raw.endswith(b"\n")
+            report.skip(f"{path}:{number}", "not valid JSON" + ("" if complete else " (truncated last line)"))
+            continue
+        if not isinstance(obj, dict):
+            report.skip(f"{path}:{number}", "not a JSON object")
+            continue
+        yield number, obj
 
 
 _decode = json.JSONDecoder().decode
@@ -114,7 +122,7 @@ def conversations(paths: list[str], report: Report) -> Iterator[tuple[str, dict[
     """(where, conversation, the file's time) of every conversation object in
     the ``conversations.json`` of each export found (a file or a zip); a file
     that is not a list, or an item that is not an object, is skipped and reported."""
-    for path in expand(paths, (), "conversations.json"):
+    for path in expand(paths, (), "conversations.json"):     # an export has no default place
         data = export_json(path, "conversations.json", report)
         if data is None:
             continue

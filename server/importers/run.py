@@ -14,9 +14,11 @@ from types import ModuleType
 from eventstore.store import EventStore
 from projections.registry import Projector
 
+from ..principals import importer
 from . import chatgpt, claude_ai, claude_code, codex, memory_jsonl, reader
 from .options import Options
-from .turns import Report
+from .reading import expand
+from .turns import Report, counted
 from .writer import Writer
 
 SOURCES: dict[str, ModuleType] = {m.NAME: m for m in (claude_code, codex, chatgpt, claude_ai, memory_jsonl)}
@@ -40,7 +42,7 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     target = store if store is not None else EventStore(store_path, Projector())
     try:
         writer = Writer(target, report, batch=options.batch, bulk=options.bulk, dry_run=options.dry_run,
-                        progress=_progress(options))
+                        progress=_progress(options), principal=importer(source).name)
         projector = target.projector
         with projector.bulk_run() if isinstance(projector, Projector) else nullcontext():
             writer.write(reader.items(module, paths, report, options))
@@ -54,6 +56,18 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     return report.summary()
 
 
+def has_default(source: str) -> bool:
+    """Whether ``source`` has a default place to read when no path is given
+    (a data export has none; ``$MEMORY_FILE_PATH`` only when it is set)."""
+    return any("$" not in os.path.expandvars(d) for d in SOURCES[source].DEFAULTS)
+
+
+def files(source: str, paths: list[str]) -> list[str]:
+    """The files an import of ``paths`` (none: the default places) would read."""
+    module = SOURCES[source]
+    return expand(paths, module.DEFAULTS, module.PATTERN)
+
+
 def _progress(options: Options) -> Callable[[Report], None] | None:
     show = sys.stderr.isatty() if options.progress is None else options.progress
     if not show:
@@ -62,7 +76,8 @@ def _progress(options: Options) -> Callable[[Report], None] | None:
 
     def line(report: Report) -> None:
         rate = report.turns / max(time.perf_counter() - start, 1e-9)
-        sys.stderr.write(f"\rimport {report.source}: {report.files} files, {report.turns} turns read, "
+        sys.stderr.write(f"\rimport {report.source}: {counted(report.files, 'file')}, "
+                         f"{counted(report.turns, 'turn')} read, "
                          f"{report.written} written, {report.present} already there ({rate:,.0f}/s)")
         sys.stderr.flush()
     return line

@@ -12,9 +12,12 @@ message and no index entry (a per-message tag would add a posting list and a
 facet list per message: a third more bytes and time).  Relations name their
 target by import key too; the writer turns keys into message ids.
 
-Limits the server enforces on every write are enforced here too: content is
-cut at 1 MiB with a marker, the summary at 4 KiB, a tag at 128 bytes (at a
-character boundary), at most 32 tags and 32 relations.
+A turn is brought within the limits of a message (:mod:`server.validation`,
+whose function :func:`~server.validation.message` the writer checks every
+message with): content is cut at 1 MiB with a marker, an empty content
+becomes ``(empty)`` tagged ``empty``, the summary is cut at 4 KiB, a tag at
+128 bytes (at a character boundary), at most 32 tags and 32 relations; a
+time outside 0 … 2^63-1 ms is no time.
 """
 
 from __future__ import annotations
@@ -31,12 +34,19 @@ from typing import Any, TextIO
 from eventstore.events import KINDS, RELATION_TYPES, ROLES
 from eventstore.ids import to_str
 
-MAX_CONTENT = 1 << 20
-MAX_SUMMARY = 4096
-MAX_TAG = 128
-MAX_TAGS = 32
-MAX_SESSION = 256
-MAX_RELATIONS = 32
+from .._terminal import visible
+from ..validation import (
+    MAX_CONTENT,
+    MAX_RELATIONS,
+    MAX_SESSION_ID,
+    MAX_SUMMARY,
+    MAX_TAG,
+    MAX_TAGS,
+    MAX_TIMESTAMP,
+    MAX_TOOL_CALL_ID,
+    empty_placeholder,
+)
+
 IMPORT_ID_PREFIX = "0000000000"             # the time part of every import id (zero)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 TRUNCATED = "\n[convmem import: truncated, {} more bytes in the source]"
@@ -72,9 +82,11 @@ class Turn:
         if self.summary is not None:
             self.summary = cut(self.summary, MAX_SUMMARY) or None
         if self.tool_call_id is not None:
-            self.tool_call_id = cut(self.tool_call_id, 256)
+            self.tool_call_id = cut(self.tool_call_id, MAX_TOOL_CALL_ID)
         if self.tags:
             self.tags = _tags(tuple(self.tags))
+        if not self.content:
+            self.content, self.tags = empty_placeholder(self.content, self.tags)
         self.import_raw = _import_raw(self.session_id, self.key)
         self.import_id = to_str(self.import_raw)
 
@@ -115,7 +127,7 @@ def _encoded(text: str) -> tuple[str, bytes]:
 
 @lru_cache(maxsize=4096)
 def _session(session_id: str) -> str:
-    return cut(session_id.replace("\x00", ""), MAX_SESSION)
+    return cut(session_id.replace("\x00", ""), MAX_SESSION_ID)
 
 
 def limit_content(text: str) -> str:
@@ -148,7 +160,8 @@ def as_text(value: Any) -> str:
 
 
 def parse_time(value: Any) -> int | None:
-    """Unix milliseconds from an ISO 8601 string or Unix seconds; None if neither."""
+    """Unix milliseconds from an ISO 8601 string or Unix seconds; None if
+    neither, or before the epoch (a message's time is 0 … 2^63-1 ms)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
@@ -161,7 +174,8 @@ def parse_time(value: Any) -> int | None:
         return None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=_dt.UTC)
-    return int(parsed.timestamp() * 1000)
+    ms = int(parsed.timestamp() * 1000)
+    return ms if 0 <= ms <= MAX_TIMESTAMP else None
 
 
 @dataclass
@@ -176,23 +190,38 @@ class Report:
     updated: int = 0                  # messages brought up to date (a memory entity that changed)
     ignored: int = 0                  # lines of kinds that carry no message (metadata, progress)
     skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)     # not skips: nothing was left out
     dry_run: bool = False
     echo: bool = True                 # print each skip to stderr as it happens
 
     def skip(self, where: str, why: str, out: TextIO | None = None) -> None:
         self.add_skip(f"{where}: {why}", out)
 
+    def note(self, where: str, what: str, out: TextIO | None = None) -> None:
+        """Something worth saying that is not a skip (nothing was left out), as ``file:line: what``."""
+        self.add_note(f"{where}: {what}", out)
+
+    def add_note(self, line: str, out: TextIO | None = None) -> None:
+        self.notes.append(line)
+        if self.echo:
+            print(f"convmem import: note: {visible(line)}", file=out or sys.stderr)
+
     def add_skip(self, line: str, out: TextIO | None = None) -> None:
         """A skip as ``file:line: why``."""
         self.skipped.append(line)
         if self.echo:
-            print(f"convmem import: warning: skipped {line}", file=out or sys.stderr)
+            print(f"convmem import: warning: skipped {visible(line)}", file=out or sys.stderr)
 
     def summary(self) -> dict:
         return {"source": self.source, "dry_run": self.dry_run, "files": self.files, "turns": self.turns,
                 "written": self.written, "already_present": self.present, "updated": self.updated,
                 "ignored": self.ignored,
-                "skipped": len(self.skipped), "skips": list(self.skipped)}
+                "skipped": len(self.skipped), "skips": list(self.skipped), "notes": list(self.notes)}
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 file``, ``2 files``: a count for a person to read."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def text_of(obj: dict[str, Any], key: str) -> str | None:

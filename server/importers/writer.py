@@ -13,9 +13,18 @@ the session's live messages and remembers which import ids they carry (and
 their message ids, for relations); a turn whose import id is already there is
 counted *present* and not written.  Importing a file
 twice, or a transcript that has grown since, therefore writes only what is
-new.  Message ids stay the store's ULIDs (strictly increasing: see
+new.  A follower reading on from its position sets ``since`` (see
+:mod:`.positions`): only the session's messages written after that event
+are read then, since no other can carry a turn it is about to write.
+Message ids stay the store's ULIDs (strictly increasing: see
 :mod:`eventstore.ids`); their time part is the turn's own timestamp
 whenever that is later than the store's last id.
+
+**Validity.**  Every message is checked with :func:`server.validation.message`
+(the definition the tools and ``import jsonl`` use) as its event is built; the
+turns are made valid by :class:`.turns.Turn`, so a refusal is a fault of an
+importer: the batch is not committed and the import stops with
+``VALIDATION_ERROR`` naming the field.
 
 **Relations** name their target by import key; the writer resolves it among
 the session's known messages and the batch (forward references within one
@@ -29,10 +38,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
 from eventstore import ids
+from eventstore.errors import ValidationError
 from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata, metadata, written
 from eventstore.store import EventStore, Tx, WriteTx
-from projections import history, messages
+from projections import history, messages, sessions
 
+from .. import validation
 from .turns import IMPORT_ID_PREFIX, Report, Turn, import_id
 
 BATCH = 20_000          # turns per transaction
@@ -45,8 +56,18 @@ Item = Turn | list[Turn]      # a turn, or turns that refer to one another (writ
 
 class Writer:
     def __init__(self, store: EventStore, report: Report, *, batch: int = BATCH, bulk: bool = True,
-                 dry_run: bool = False, progress: Callable[[Report], None] | None = None) -> None:
+                 dry_run: bool = False, progress: Callable[[Report], None] | None = None,
+                 principal: str | None = None, last: Callable[[WriteTx], None] | None = None) -> None:
+        """``principal``: the name the events record (``import:<source>``).
+        ``last(w)`` runs in the transaction that ends the source (after its
+        events; in a transaction of its own when the source gives nothing):
+        where the source was read up to is kept with what was read."""
         self.store, self.report = store, report
+        self.principal = principal
+        self.last = last
+        # set: no turn to write can be in the store but as a message written after this event
+        # (a follower reading on from its position): only those are read to know what is there
+        self.since: int | None = None
         self.batch_size, self.bulk, self.dry_run = max(1, batch), bulk, dry_run
         self.progress = progress
         self.known: dict[str, dict[str, str]] = {}     # session → import id → message id (committed)
@@ -63,10 +84,14 @@ class Writer:
         reading fail, what was read is written and committed, then the
         failure raised."""
         self.items, self.ahead, self.failure = iter(items), None, None
+        batches = 0
         while self._more():
             self._batch()
+            batches += 1
         if self.failure is not None:
             raise self.failure
+        if not batches and self.last is not None and not self.dry_run:
+            self.store.execute(self.last)
 
     def _more(self) -> bool:
         if self.ahead is None and self.failure is None:
@@ -108,6 +133,8 @@ class Writer:
                 taken.extend(run)
                 batch.take(run)
             batch.finish()
+            if w is not None and self.last is not None and not self._more() and self.failure is None:
+                self.last(w)
             return batch
         if self.dry_run:
             with self.store.read() as tx:
@@ -139,20 +166,39 @@ class Writer:
         meta = metadata(turn.tags, "long" if turn.kind == "semantic" else "short", turn.kind, _IMPORTANCE,
                         turn.tool_call_id, turn.summary, tuple(dict.fromkeys(rels)) if rels else (),
                         (turn.import_id,))
-        return written(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta)
+        event = written(mid, sid, turn.role, turn.content, turn.timestamp, turn.timestamp, 1, meta, self.principal)
+        try:
+            validation.message(event.message)
+        except ValidationError as exc:
+            raise ValidationError(f"an imported turn is not a valid message, {exc.message} "
+                                  "(an importer's fault: nothing of its batch was written)") from None
+        return event
 
     def _known(self, tx: Tx, session_id: str) -> dict[str, str]:
-        """The import ids of the session's live messages, read once per run."""
+        """The import ids of the session's live messages, read once per run
+        (with ``since``: of those written after that event, when they are fewer)."""
         known = self.known.get(session_id)
         if known is None:
             known = self.known[session_id] = {}
-            for mid in history.after(tx, session_id, None, 1 << 62):
+            for mid in self._candidates(tx, session_id):
                 state = messages.get(tx, mid)
                 for source in state.metadata.source_message_ids if state is not None else ():
                     if source.startswith(IMPORT_ID_PREFIX):
                         known[source] = mid
                         break
         return known
+
+    def _candidates(self, tx: Tx, session_id: str) -> Iterable[str]:
+        """The session's messages that may carry an import id of the turns to write."""
+        if self.since is not None:
+            entry = sessions.get(tx, session_id)
+            if entry is None:
+                return ()
+            if self.store.last_sequence(tx) - self.since < entry.message_count:
+                events = self.store.iter_events(tx, self.since + 1)
+                return dict.fromkeys(event.message.message_id for _, event, _ in events
+                                     if isinstance(event, MessageWritten) and event.message.session_id == session_id)
+        return history.after(tx, session_id, None, 1 << 62)
 
 
 class _Plan:
@@ -279,7 +325,8 @@ class _Plan:
         self.updated += 1
         if self.w is not None:
             self.w.append(MessageUpdated(mid, old.revision + 1, max(turn.timestamp, old.updated_at),
-                                         now.content if now.content != content else None, meta))
+                                         now.content if now.content != content else None, meta,
+                                         self.writer.principal))
 
     def finish(self) -> None:
         self._append(self.held)
