@@ -20,17 +20,20 @@ def bulk_work(env: Environment) -> Iterator[None]:
       again from its start, which for a bulk one is seconds of work (a replay
       keeps the old read models until its commit; an import's batch doubles a
       small store).
-    * ``gc.freeze()``: every object alive (the modules, the service, what
-      earlier transactions left) goes to the collector's permanent
-      generation, so that its full passes during the transaction walk only
-      what the transaction makes.  The collector stays on — a serving replica
-      catching up still collects every other thread's cycles — and frozen
-      objects are still freed by reference counting; only a cycle among them
-      is never collected.  A replay of 20,000 events spent ~14% more CPU in
-      the replaying process with the collector simply on, and the same as
-      with it off once frozen (``python -m tools.bench_store``'s replay, run
-      alternately, medians of 3).
+    * ``gc.collect()`` then ``gc.freeze()``: the garbage is collected, and
+      every object still alive (the modules, the service, what earlier
+      transactions keep) goes to the collector's permanent generation, so
+      that its passes during the transaction walk only what the transaction
+      makes.  The collector stays on — a serving replica catching up still
+      collects every other thread's cycles.  Frozen objects are still freed
+      by reference counting; a cycle among them that becomes garbage later is
+      not collected (nothing garbage is frozen, and the objects frozen are at
+      most the heap alive at that moment; after the first freeze the
+      collection walks only what is newer).  What the collector's passes still
+      cost — about 3% of a one-process replay's work beside it off — is the
+      price of leaving it on for every thread.
     """
     env.reserve(2 * env.used_bytes() + INITIAL_MAP)
+    gc.collect()
     gc.freeze()
     yield

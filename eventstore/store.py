@@ -398,10 +398,9 @@ class EventStore:
             return self._replay_into(w, 1, progress)
         # bulk: projectors may hold their work until the flush, and there is room
         # for the old read models too (they stay until the commit)
-        try:
-            return self._run(rebuild, "rebuilding the read models", bulk=True)
-        finally:
-            self._env.caches.invalidate()       # nothing kept of the old read models
+        done = self._run(rebuild, "rebuilding the read models", bulk=True)
+        self._env.caches.invalidate()       # nothing kept of the old read models
+        return done
 
     def _replay_into(self, w: WriteTx, start: int, progress=None) -> int:
         """Apply the log from ``start`` on; the watermark ends at the last sequence.

@@ -40,7 +40,8 @@ from eventstore.store import TxState, WriteTx
 
 from . import history, messages, relations, revisions, sessions, stats, tokens
 from . import index as term_index
-from .index import IndexConfig, IndexWork
+from .index import IndexConfig
+from .index.live import IndexWork
 from .index.worker import WorkerHold
 
 SCHEMA_VERSION = 7

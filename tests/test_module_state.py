@@ -179,3 +179,25 @@ def test_the_check_sees_each_kind_of_module_state():
     assert state(sample) == ["12: global _n", "13: _seen (a module-level container) changed in f()",
                              "14: _kept (a module-level container) changed in f()", "6: threading.local",
                              "7: _env = Environment(…) at module level", "8: _memo hands out mutable values"]
+
+
+# Where the collector may be switched off: a process's own start-up, before it
+# serves (the server's imports, then settle_heap freezes them and turns it back
+# on), and the replay's second process, which only gathers batches.
+GC_OFF_ALLOWED = {"server/commands/serve.py", "projections/index/worker.py"}
+
+
+def gc_switched_off(source: str) -> list[int]:
+    """The lines of ``source`` that turn the cyclic collector off (``gc.disable()``)."""
+    return [node.lineno for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "disable"
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "gc"]
+
+
+@pytest.mark.parametrize("path", [p for p in PATHS if p not in GC_OFF_ALLOWED])
+def test_no_module_turns_the_collector_off_for_the_whole_process(path):
+    assert gc_switched_off(_read(path)) == []
+
+
+def test_the_collector_check_sees_a_switch():
+    assert gc_switched_off("import gc\ndef f():\n    gc.disable()\n") == [3]

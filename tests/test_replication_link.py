@@ -11,7 +11,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from server.replication.layout import Record
-from server.replication.link import _Pull
+from server.replication.link import _Pull, _record
 
 SUBJECT = "convmem.T.g1.m.01J0000000000000000000001"
 V1 = "$JS.ACK.T-g1.c1.1.17.17.1720000000123456789.42"
@@ -50,6 +50,15 @@ def test_a_pulled_message_becomes_the_record_of_its_stream_sequence(reply, heade
     assert record.msg_id == headers["Nats-Msg-Id"] and record.kind == headers.get("Convmem-Kind")
     assert record.timestamp == pytest.approx(1720000000.123456789, abs=1e-6)
     assert p.cursor == [18]
+
+
+@pytest.mark.parametrize("reply", [V1, V2])
+def test_what_the_reply_subject_gives_is_what_nats_py_metadata_gives(reply):
+    msg = message(reply, b"x", EVENT)
+    md = msg.metadata
+    record = _record(msg)
+    assert (record.seq, record.pending) == (md.sequence.stream, md.num_pending)
+    assert record.timestamp == pytest.approx(md.timestamp.timestamp(), abs=1e-6)   # its datetime: to the µs
 
 
 def test_status_messages_end_the_request_and_only_errors_fail_it():

@@ -283,10 +283,10 @@ def test_the_pipes_to_and_from_the_second_process_hold_several_frames():
         started.stop()
 
 
-def test_the_second_process_program_serves_without_the_package_init_and_the_live_path():
+def test_the_second_process_program_serves_without_the_live_path():
     batch = [(1, "hello world, hello", None, ("t",))]
     frame = pickle.dumps(batch, 5)
-    program = worker.PROGRAM.replace(
+    program = "import sys; " + worker.PROGRAM.replace(
         "serve()", "serve(); print(sorted(m for m in sys.modules if m.endswith(('.live', '.bulk')) or m == 'numpy'),"
                    " file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", program, worker.FINGERPRINT], cwd=ROOT, timeout=60,

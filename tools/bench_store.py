@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="diagnostic only: skip the full-text index, to see what it costs")
     args = p.parse_args(argv)
     if args.no_terms:
-        from projections.index import IndexWork
+        from projections.index.live import IndexWork
         IndexWork.index = IndexWork.unindex = lambda *a, **k: None  # type: ignore[method-assign]
     workdir = args.keep or tempfile.mkdtemp(prefix="convmem-bench-")
     try:

@@ -10,7 +10,9 @@ One module per part, each readable on its own:
   path and the replay alike; pending records as search reads them;
 * :mod:`.lists` — posting lists gathered in memory and written;
 * :mod:`.docs` — the ``docs`` table (what filters and tie-breaks need);
-* :mod:`.live` — the projector: index, re-index, unindex (:class:`IndexWork`);
+* :mod:`.live` — the projector: index, re-index, unindex (:class:`IndexWork`,
+  imported from there: this package's import leaves the write path out, as
+  the replay's second process imports it and needs only the records);
 * :mod:`.bulk` — a replay's index work, held in memory and written in large steps;
 * :mod:`.gather` and :mod:`.worker` — a replay's batches gathered per list,
   mostly in a second process;
@@ -34,11 +36,10 @@ from .chunks import Chunk, boundary, chunk_count, decode_chunk, encode_chunk
 from .config import DEFAULT, IndexConfig
 from .docs import Doc, doc
 from .layout import DOCS, EXACT, FACETS, FIELDS, PENDING, POSTINGS, SPECS, docno_key, exact_key, list_prefix
-from .live import IndexWork
 from .records import FieldEntry, Pending, Record, pending, record_of
 
 __all__ = [
     "DEFAULT", "DOCS", "EXACT", "FACETS", "FIELDS", "PENDING", "POSTINGS", "SPECS", "Chunk", "Doc",
-    "FieldEntry", "IndexConfig", "IndexWork", "Pending", "Record", "boundary", "chunk_count",
+    "FieldEntry", "IndexConfig", "Pending", "Record", "boundary", "chunk_count",
     "decode_chunk", "doc", "docno_key", "encode_chunk", "exact_key", "list_prefix", "pending", "record_of",
 ]

@@ -389,8 +389,19 @@ _MSG_ID = api.Header.MSG_ID.value
 
 
 def _record(msg) -> Record:
-    md = msg.metadata
+    """The record of a pulled message.  Its stream sequence, time and pending
+    count are read from its reply subject, JetStream's acknowledgement subject
+    (``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ns>.<pending>``,
+    or the form with a domain and an account hash in front and a token after),
+    as ``msg.metadata`` reads them but without its datetime and objects; a
+    subject of another form is left to ``msg.metadata``."""
     headers = msg.headers or {}
-    return Record(seq=md.sequence.stream, subject=msg.subject, data=bytes(msg.data),
-                  kind=headers.get(layout.KIND_HEADER), msg_id=headers.get(api.Header.MSG_ID.value),
-                  timestamp=md.timestamp.timestamp(), pending=md.num_pending)
+    tokens = msg.reply.split(".")
+    if tokens[:2] == ["$JS", "ACK"] and len(tokens) in (9, 11, 12):
+        seq, ns, pending = (tokens[5], tokens[7], tokens[8]) if len(tokens) == 9 else (tokens[7], tokens[9], tokens[10])
+        stamp, left = int(ns) / 1e9, int(pending)
+    else:
+        md = msg.metadata
+        seq, stamp, left = md.sequence.stream, md.timestamp.timestamp(), md.num_pending
+    return Record(seq=int(seq), subject=msg.subject, data=bytes(msg.data), kind=headers.get(layout.KIND_HEADER),
+                  msg_id=headers.get(_MSG_ID), timestamp=stamp, pending=left)
