@@ -54,30 +54,53 @@ _READ = 1 << 16
 M = TypeVar("M")                    # a message of the protocol (the MCP layer's SessionMessage)
 
 
+MAX_LINE = 16 << 20         # bytes of one line (the HTTP transport's bound on a body): a valid call is far less
+
+
+class LineTooLong(Exception):
+    """A line of more than :data:`MAX_LINE` bytes, skipped without being kept."""
+
+
 class StdinLines:
     """The lines of file descriptor ``fd`` (UTF-8, undecodable bytes replaced, as
     the SDK reads them): :meth:`read` adds what the descriptor holds, :meth:`line`
-    takes the next whole line (the last one unterminated at the end of input)."""
+    takes the next whole line (the last one unterminated at the end of input).
+    A line longer than ``max_line`` bytes is not kept: its bytes are dropped as they
+    arrive, and :meth:`line` gives a :class:`LineTooLong` in its place."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, max_line: int = MAX_LINE) -> None:
         self.fd = fd
         mode = os.fstat(fd).st_mode
         self.pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
         self.eof = False
+        self.max_line = max_line
         self._buf = bytearray()
         self._scanned = 0
+        self._skipping = False          # dropping the rest of a line past max_line
 
-    def line(self) -> str | None:
+    def line(self) -> str | LineTooLong | None:
         """The next line; None until more has been read (or, at the end of input, for good)."""
         if (end := self._buf.find(b"\n", self._scanned)) < 0:
+            if self._skipping or len(self._buf) > self.max_line:
+                return self._skip()
             self._scanned = len(self._buf)
             if not self.eof or not self._buf:
                 return None
             end = len(self._buf) - 1
+        if self._skipping or end > self.max_line:
+            del self._buf[:end + 1]
+            self._scanned, self._skipping = 0, False
+            return LineTooLong(f"a line is longer than {self.max_line} bytes")
         line = bytes(self._buf[:end + 1])
         del self._buf[:end + 1]
         self._scanned = 0
         return line.decode("utf-8", "replace")
+
+    def _skip(self) -> LineTooLong | None:
+        """Drop what is read of a line too long; it is over at its newline (or the end of input)."""
+        self._buf.clear()
+        self._scanned, self._skipping = 0, not self.eof
+        return None if self._skipping else LineTooLong(f"a line is longer than {self.max_line} bytes")
 
     def has_line(self) -> bool:
         """Whether a whole line is read and waiting."""
@@ -227,6 +250,8 @@ class MessageReader(_Stream, Generic[M]):
     reading task and no stream in between.  A line ``parse`` refuses goes to
     ``unreadable`` (which may answer it) and is skipped.
 
+    A line too long to be kept (:class:`LineTooLong`) goes to ``unreadable`` alike.
+
     ``take`` sees each message first: when it returns True it has taken the message
     on (it answers it itself) and the SDK never sees it.  At the end of the lines,
     ``drain`` is awaited before the end is reported: what was read gets answered
@@ -297,6 +322,9 @@ class MessageReader(_Stream, Generic[M]):
         """Take the lines read until one is for the SDK; then watch the descriptor
         while nothing is held, and wake the SDK's receive when something is."""
         while not self._held and (line := self._lines.line()) is not None:
+            if isinstance(line, LineTooLong):
+                self._held.append(line)
+                break
             try:
                 message = self._parse(line)
             except Exception as exc:

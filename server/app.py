@@ -38,11 +38,21 @@ from eventstore.errors import ConvMemError, InternalError
 from . import render
 from ._inflight import InFlight
 from ._process import in_thread, settle_heap
-from ._stdio import MessageReader, MessageWriter, StdinLines, StdoutLines, claimed_stdio, until_signal
+from ._stdio import (
+    MAX_LINE,
+    LineTooLong,
+    MessageReader,
+    MessageWriter,
+    StdinLines,
+    StdoutLines,
+    claimed_stdio,
+    until_signal,
+)
 from .bearer import current as current_principal
 from .principals import LOCAL, Principal
 from .service import MemoryService
 from .tools import BY_NAME, TOOLS
+from .validation import MAX_DIGITS, NumberTooLong, json_integer
 
 log = logging.getLogger("convmem")
 VERSION = "0.1.0"
@@ -126,9 +136,9 @@ def build_server(store_path: str, *, settle: bool = False, opened: Callable[[App
             open_error = exc
             log.error("cannot open the store at %s: %s", store_path, exc.message)
         state = AppState(service, open_error, writer, calls)
-        if opened is not None:
-            opened(state)
         try:
+            if opened is not None:
+                opened(state)
             yield state
         finally:
             calls.shutdown(wait=True)
@@ -178,6 +188,8 @@ async def _answer_unreadable(writer: MessageWriter[SessionMessage], exc: Excepti
 
 def _unreadable_reply(exc: Exception) -> types.JSONRPCError | None:
     """The error answering the line behind ``exc``; None for a notification or a response."""
+    if isinstance(exc, LineTooLong):
+        return error(None, types.INVALID_REQUEST, f"Invalid request: the line is longer than {MAX_LINE} bytes")
     line = None
     errors = getattr(exc, "errors", None)
     if callable(errors):
@@ -186,7 +198,11 @@ def _unreadable_reply(exc: Exception) -> types.JSONRPCError | None:
     try:
         if not isinstance(line, (str, bytes, bytearray)):
             raise TypeError("no line")
-        message = json.loads(line)
+        message = json.loads(line, parse_int=json_integer)
+    except RecursionError:      # valid JSON perhaps, but nested deeper than any parser here goes
+        return error(None, types.PARSE_ERROR, "Parse error: the line nests arrays or objects too deeply")
+    except NumberTooLong:
+        return error(None, types.PARSE_ERROR, f"Parse error: a number in the line has more than {MAX_DIGITS} digits")
     except (TypeError, ValueError):
         return error(None, types.PARSE_ERROR, "Parse error: the line is not JSON")
     if not isinstance(message, dict):
@@ -209,7 +225,8 @@ async def serve_stdio(store_path: str, *, fast_calls: bool = True, **service_opt
             reader: MessageReader[SessionMessage] | None = None
             try:
                 writer = MessageWriter(out, line_of, sent=fast.sent)
-                server = build_server(store_path, settle=True, opened=fast.opened, **service_options)
+                server = build_server(store_path, settle=True, opened=functools.partial(_required, fast.opened),
+                                      **service_options)
                 unreadable = functools.partial(_answer_unreadable, writer)
                 reader = MessageReader(lines, parse_line, unreadable, take=fast.take, drain=fast.drain)
                 await server.run(reader, writer, server.create_initialization_options())
@@ -222,6 +239,14 @@ async def serve_stdio(store_path: str, *, fast_calls: bool = True, **service_opt
 
 
 _SHUTDOWN_WRITE_TIMEOUT = 1.0       # the SDK's bound on its shutdown answer
+
+
+def _required(then: Callable[[AppState], None], state: AppState) -> None:
+    """A serving process does not run without its store: the error that kept it closed
+    ends the server before it reads a line (``convmem serve`` reports it, exit 2)."""
+    if state.open_error is not None:
+        raise state.open_error
+    then(state)
 
 
 # ------------------------------------------------------------------ the stdio fast path

@@ -2,9 +2,10 @@
 
 The token is, in order: the file named by ``--token-file``, else
 ``$CONVMEM_TOKEN``, else the file ``http-token`` beside the store (created on
-first use with 32 random bytes, mode 0600).  It is compared in constant time
-(:func:`hmac.compare_digest`, by :class:`server.bearer.BearerVerifier`, which
-also knows the named tokens) and never logged.
+first use with 32 random bytes as hexadecimal digits, mode 0600).  It is
+compared in constant time (:func:`hmac.compare_digest`, by
+:class:`server.bearer.BearerVerifier`, which also knows the named tokens) and
+never logged.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def ensure_token(path: str) -> str:
         return read_token(path)
     except FileNotFoundError:
         pass
-    token = secrets.token_urlsafe(32)
+    token = new_token()
     os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -41,6 +42,12 @@ def ensure_token(path: str) -> str:
         f.flush()
         os.fsync(f.fileno())
     return token
+
+
+def new_token() -> str:
+    """32 random bytes as 64 hexadecimal digits: nothing a shell or an option parser reads
+    specially (URL-safe base64 may begin with ``-``, which looks like an option)."""
+    return secrets.token_hex(32)
 
 
 def read_token(path: str) -> str:

@@ -30,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
                                 "memory server for LLM agents (MCP over stdio), and its tools.")
     p.add_argument("--version", action="version", version=f"convmem {VERSION}")
     p.add_argument("--store", default=None, help=STORE_HELP)
-    p.add_argument("--log-level", default=os.environ.get("CONVMEM_LOG_LEVEL", "INFO").upper(),
+    p.add_argument("--log-level", default=(os.environ.get("CONVMEM_LOG_LEVEL") or "INFO").upper(),
                    type=str.upper, choices=LEVELS, help="stderr log level (default INFO)")
     # the same options after the subcommand; SUPPRESS keeps the value given before it
     common = argparse.ArgumentParser(add_help=False)
@@ -44,7 +44,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.log_level not in LEVELS:        # from CONVMEM_LOG_LEVEL: argparse checks only what is typed
+        p.error(f"CONVMEM_LOG_LEVEL: must be one of {', '.join(LEVELS)} (case does not matter)")
+    if args.store == "":
+        p.error("--store: must name a directory (leave it out for the default store)")
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s convmem %(levelname)s %(message)s")
     try:

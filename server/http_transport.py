@@ -4,14 +4,18 @@ Built on the SDK's own plumbing — :meth:`Server.streamable_http_app` (its
 session manager, in stateless mode, answering with plain JSON rather than
 server-sent events, so a result of several MiB reaches a client whose SSE
 events are capped at 1 MiB), its bearer-token hooks and its DNS-rebinding
-protection — served by uvicorn.  What is ours:
+protection — served by uvicorn through its public configuration.  What is ours:
 
 * :class:`HttpSettings`, the one frozen settings object (flags and ``CONVMEM_*``);
 * the refusal to bind a non-loopback address without ``allow_remote`` (and a
   warning when such a bind has no TLS);
-* :class:`_StallGuard`, uvicorn's HTTP/1.1 protocol plus one timer: a
-  connection on which the server waits for the client (headers, or the rest
-  of a body) and nothing arrives for ``read_timeout`` seconds is closed.
+* the connections' rules (:mod:`server._connections`): a request must arrive
+  whole, headers and body, within ``read_timeout`` of its connection's opening
+  or previous response, and at most ``max_unproven`` connections may be open
+  without having shown the token (one more evicts the oldest);
+* :class:`RequestErrors`: the SDK's answer to a body that is JSON but not a
+  JSON-RPC message (``-32602`` and pydantic's report, which repeats the body)
+  becomes ``-32600`` with a short message that repeats nothing.
 
 The token never appears in a log line (uvicorn's access log, which would
 print a query string, is off).
@@ -21,21 +25,21 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import logging
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-import h11
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from pydantic import AnyHttpUrl
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from eventstore.errors import ValidationError
+from eventstore.errors import ConvMemError, ValidationError
 
-from .app import build_server
+from ._connections import Connections, Deadlines
+from .app import AppState, build_server
 from .bearer import BearerVerifier
 from .tokens import TokenFile, default_path
 
@@ -47,9 +51,12 @@ DEFAULT_PORT = 8765
 # metadata_json; 16 MiB holds it.  A larger body is refused with 413 (by its
 # Content-Length before any of it is read, else as soon as the cap is passed).
 MAX_BODY = 16 << 20
-READ_TIMEOUT = 30.0              # seconds a connection may stall while the server waits for it
+READ_TIMEOUT = 30.0              # seconds for a request to arrive whole, headers and body
 KEEP_ALIVE = 5                   # seconds an idle keep-alive connection stays open
-MAX_CONNECTIONS = 1000           # beyond: 503
+MAX_CONNECTIONS = 1000           # connections with the token; beyond: 503
+MAX_UNPROVEN = 128               # connections that have not shown the token; one more evicts the oldest
+MAX_HEADER = 16 << 10            # bytes of request line and headers (h11's default); beyond: 400
+BACKLOG = 2048                   # connections the kernel queues before the server accepts them
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,7 @@ class HttpSettings:
     allowed_origins: tuple[str, ...] = ()         # extra Origin values (scheme://host[:port])
     read_timeout: float = READ_TIMEOUT
     max_body: int = MAX_BODY
+    max_unproven: int = MAX_UNPROVEN
 
     @property
     def loopback(self) -> bool:
@@ -135,14 +143,23 @@ def security(settings: HttpSettings) -> TransportSecuritySettings:
                                      allowed_origins=origins)
 
 
-def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False, **service_options):
+def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False,
+              opened: Callable[[AppState], None] | None = None, tokens: TokenFile | None = None,
+              **service_options):
     """The Starlette app: the SDK's streamable HTTP app around our server, and the
-    browser pages under ``/ui/`` (:mod:`server.ui`) beside it."""
+    browser pages under ``/ui/`` (:mod:`server.ui`) beside it.  ``opened``: told the
+    lifespan's state as :func:`build_server` says; ``tokens``: the store's named tokens
+    (default: read from beside the store)."""
     from .ui import BrowserUI
-    tokens = TokenFile(default_path(store_path))
+    tokens = tokens if tokens is not None else TokenFile(default_path(store_path))
     ui = BrowserUI(settings.token, tokens if settings.token is not None else None,
                    TransportSecurityMiddleware(security(settings)).validate_request, tls=settings.tls)
-    server = build_server(store_path, settle=settle, opened=ui.opened, **service_options)
+
+    def on_open(state: AppState) -> None:
+        ui.opened(state)
+        if opened is not None:
+            opened(state)
+    server = build_server(store_path, settle=settle, opened=on_open, **service_options)
     auth: dict = {}
     if settings.token is not None:
         # AuthSettings wants an issuer; there is none (a static token), so it names this server.
@@ -155,44 +172,62 @@ def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False, 
                                       custom_starlette_routes=ui.routes(), **auth)
 
 
-class _StallGuard(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol, closing a connection that stalls while the server waits for it."""
+INVALID_MESSAGE = {"jsonrpc": "2.0", "id": None,
+                   "error": {"code": -32600, "message": "Invalid Request: the body must be one JSON-RPC message "
+                             "object (a request, notification or response)"}}
 
-    read_timeout = READ_TIMEOUT
-    _watch: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport) -> None:
-        super().connection_made(transport)
-        self._last = self.loop.time()
-        self._watch = self.loop.call_later(self.read_timeout, self._check)
+class RequestErrors:
+    """ASGI middleware: a body that is JSON but not a JSON-RPC message (an array, a
+    number, an object without ``jsonrpc`` …) gets ``400`` with ``-32600`` and a fixed
+    message.  The SDK answers it with ``-32602`` (invalid params) and pydantic's report,
+    which repeats the body and links to pydantic's site.  Only a ``400`` answer is
+    held and read; every other passes through untouched."""
 
-    def data_received(self, data: bytes) -> None:
-        self._last = self.loop.time()
-        super().data_received(data)
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self._app = app
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            self._watch = None
-        super().connection_lost(exc)
-
-    def _check(self) -> None:
-        self._watch = None
-        if self.transport.is_closing():
+    async def __call__(self, scope: dict, receive: Callable[[], Awaitable[dict]],
+                       send: Callable[[dict], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
             return
-        waiting = self.conn.their_state in (h11.IDLE, h11.SEND_BODY) and not self.flow.read_paused
-        quiet = self.loop.time() - self._last
-        if waiting and quiet >= self.read_timeout:
-            log.info("closed a connection that sent nothing for %.1f s", quiet)
-            self.transport.close()
-            return
-        delay = self.read_timeout - quiet if waiting else self.read_timeout
-        self._watch = self.loop.call_later(max(delay, 0.5), self._check)
+        held: list[dict] = []
+
+        async def answer(message: dict) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 400:
+                held.append(message)
+                return
+            if not held:
+                await send(message)
+                return
+            held.append(message)
+            if message.get("more_body", False):
+                return
+            start, body = held[0], b"".join(m.get("body", b"") for m in held[1:])
+            held.clear()
+            body = _plain(body)
+            headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+            await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+        await self._app(scope, receive, answer)
+
+
+def _plain(body: bytes) -> bytes:
+    """The body of a ``400``: the SDK's invalid-params error for the whole body made ``-32600``."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return body
+    if (isinstance(answer, dict) and answer.get("id") is None and isinstance(error := answer.get("error"), dict)
+            and error.get("code") == -32602):
+        return json.dumps(INVALID_MESSAGE, separators=(",", ":")).encode()
+    return body
 
 
 class _QuietDisconnects(logging.Filter):
     """The SDK logs a client that went away before its request body was read (one
-    that hung up, or stalled and was closed by :class:`_StallGuard`) as an error
+    that hung up, or was closed because its request was late) as an error
     with a traceback; it is neither: one INFO line instead."""
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -215,7 +250,7 @@ def bind(settings: HttpSettings) -> socket.socket:
     sock = socket.socket(family, kind, proto or socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(address)
-    sock.listen(128)
+    sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
 
@@ -230,13 +265,25 @@ async def serve_http(store_path: str, settings: HttpSettings, *, ready: Callable
         logging.getLogger("mcp").setLevel(logging.WARNING)
     logging.getLogger("mcp.server.streamable_http").addFilter(_QuietDisconnects())
     sock = bind(settings)
-    guard = type("StallGuard", (_StallGuard,), {"read_timeout": settings.read_timeout})
+    tokens = TokenFile(default_path(store_path))
+    check = BearerVerifier(settings.token, tokens) if settings.token is not None else None
+    connections = Connections(settings.read_timeout, settings.max_unproven,
+                              check.verify_token if check is not None else None)
     # proxy_headers off: X-Forwarded-* from a client is not trusted (and is one middleware less per request)
-    app = build_app(store_path, settings, settle=True, **service_options)
-    config = uvicorn.Config(app, http=guard, lifespan="on", log_config=None,
-                            access_log=False, server_header=False, proxy_headers=False, timeout_keep_alive=KEEP_ALIVE,
-                            limit_concurrency=MAX_CONNECTIONS, ssl_certfile=settings.certfile,
-                            ssl_keyfile=settings.keyfile, timeout_graceful_shutdown=5)
+    unopened: list[ConvMemError] = []
+
+    def opened(state: AppState) -> None:         # no store, no server: stop before serving anything
+        if state.open_error is not None:
+            unopened.append(state.open_error)
+            server.should_exit = True
+    app = Deadlines(RequestErrors(build_app(store_path, settings, settle=True, opened=opened, tokens=tokens,
+                                            **service_options)), connections)
+    # http: uvicorn takes any factory of an asyncio.Protocol there (it calls it with its protocol's arguments)
+    config = uvicorn.Config(app, http=connections.protocol, ws="none", lifespan="on",  # type: ignore[arg-type]
+                            log_config=None, access_log=False, server_header=False, proxy_headers=False,
+                            timeout_keep_alive=KEEP_ALIVE, limit_concurrency=MAX_CONNECTIONS + settings.max_unproven,
+                            h11_max_incomplete_event_size=MAX_HEADER, backlog=BACKLOG,
+                            ssl_certfile=settings.certfile, ssl_keyfile=settings.keyfile, timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
 
     async def announce() -> None:
@@ -252,3 +299,5 @@ async def serve_http(store_path: str, settings: HttpSettings, *, ready: Callable
         await server.serve(sockets=[sock])
     finally:
         announcer.cancel()
+    if unopened:
+        raise unopened[0]

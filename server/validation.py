@@ -97,15 +97,34 @@ def _refuse(_token: str) -> None:
     raise ValueError("non-finite number")
 
 
+MAX_DIGITS = 4300      # Python's default bound on converting decimal text to an int
+
+
+class NumberTooLong(ValueError):
+    """A JSON integer of more than :data:`MAX_DIGITS` digits."""
+
+
+def json_integer(digits: str) -> int:
+    """``parse_int`` for :mod:`json`: an integer of at most :data:`MAX_DIGITS` digits,
+    refused with its own exception (``int`` would raise a plain ValueError)."""
+    if len(digits) > MAX_DIGITS and len(digits.lstrip("-")) > MAX_DIGITS:
+        raise NumberTooLong(f"more than {MAX_DIGITS} digits")
+    return int(digits)
+
+
 # one decoder for every call: json.loads with an option builds a new one each time
-_DECODER = json.JSONDecoder(parse_constant=_refuse)
+_DECODER = json.JSONDecoder(parse_constant=_refuse, parse_int=json_integer)
 
 
 def parse_json(value: Any, field: str) -> Any:
     text(value, field, max_bytes=MAX_CONTENT * 8)
     try:
         return _DECODER.decode(value)
-    except (ValueError, RecursionError):
+    except NumberTooLong:
+        raise ValidationError(f"{field}: numbers must have at most {MAX_DIGITS} digits") from None
+    except RecursionError:
+        raise ValidationError(f"{field}: must nest arrays and objects less deeply") from None
+    except ValueError:
         raise ValidationError(f"{field}: must be a valid JSON string") from None
 
 

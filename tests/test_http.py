@@ -4,6 +4,7 @@ loopback port (the contract tests also run over HTTP: test_mcp_tools.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -85,6 +86,14 @@ def test_convmem_token_creates_a_private_token_beside_the_store_once(store_path)
         assert f.read().strip() == token
 
 
+def test_a_generated_token_never_begins_with_a_dash_and_holds_only_letters_and_digits(tmp_path):
+    from server.auth import ensure_token
+    tokens = {ensure_token(str(tmp_path / f"token-{i}")) for i in range(500)}
+    assert len(tokens) == 500
+    for token in tokens:
+        assert token.isascii() and token.isalnum() and len(token) >= 32, token
+
+
 def test_a_token_file_readable_by_others_is_refused(tmp_path, store_path):
     path = tmp_path / "token"
     path.write_text("a-long-enough-token-0123456789\n")
@@ -123,6 +132,18 @@ def test_a_body_that_is_not_json_gets_a_json_rpc_error_not_a_traceback(server):
         answer = post(server, None, content=raw)
         assert answer.status_code == 400, raw
         assert answer.json()["error"]["code"] in (-32700, -32600, -32602), raw
+    assert last_sequence(server) == 0
+
+
+def test_a_body_that_is_json_but_not_a_message_gets_32600_and_a_message_that_repeats_nothing(server):
+    for raw in (b"[]", b'["secret-marker"]', b"1", b'"secret-marker"', b'{"jsonrpc": "2.0", "x": "secret-marker"}',
+                b'[{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"secret-marker":1}}]'):
+        answer = post(server, None, content=raw)
+        assert answer.status_code == 400, raw
+        body = answer.json()
+        assert body["id"] is None and body["error"]["code"] == -32600, raw
+        assert "secret-marker" not in answer.text and "pydantic" not in answer.text and "http" not in answer.text
+        assert len(body["error"]["message"]) < 120
     assert last_sequence(server) == 0
 
 
@@ -167,6 +188,34 @@ def test_a_stalled_client_is_disconnected_and_the_server_stays_healthy(store_pat
                 assert sock.recv(1) == b""      # closed by the server, not by our timeout
         assert post(s, LIST).status_code == 200
         assert last_sequence(s) == 0
+    assert "Traceback" not in "".join(s.lines)
+
+
+def test_past_128_connections_without_the_token_the_oldest_is_closed_and_those_with_it_stay(store_path):
+    with http_server(store_path, extra=("--read-timeout", "600")) as s:
+        host, port = s.url.split("//")[1].split("/")[0].rsplit(":", 1)
+        with httpx2.Client(timeout=60) as kept:
+            headers = {"Accept": ACCEPT, "Authorization": f"Bearer {s.token}"}
+            assert kept.post(s.url, json=LIST, headers=headers).status_code == 200      # proven
+            wrong = socket.create_connection((host, int(port)), timeout=60)
+            wrong.sendall((f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer wrong-token-123456"
+                           f"\r\nAccept: {ACCEPT}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+                           ).encode())
+            assert wrong.recv(12) == b"HTTP/1.1 401"                   # answered, still not proven
+            idle = [socket.create_connection((host, int(port)), timeout=60) for _ in range(127)]
+            try:
+                newest = socket.create_connection((host, int(port)), timeout=60)   # the 129th without the token
+                idle.append(newest)
+                with contextlib.suppress(ConnectionResetError):
+                    while wrong.recv(1 << 16):      # the rest of the 401, then the end: closed by the server
+                        pass
+                assert kept.post(s.url, json=LIST, headers=headers).status_code == 200
+                newest.sendall(f"GET /mcp HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+                assert newest.recv(12).startswith(b"HTTP/1.1 ")         # the newest ones are kept
+            finally:
+                for sock in idle:
+                    sock.close()
+                wrong.close()
     assert "Traceback" not in "".join(s.lines)
 
 

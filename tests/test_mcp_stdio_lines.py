@@ -15,7 +15,9 @@ import threading
 import anyio
 import pytest
 
-from server._stdio import MessageReader, StdinLines, StdoutLines
+from server._stdio import LineTooLong, MessageReader, StdinLines, StdoutLines
+from server.service import MemoryService
+from tools.hostile import hostile_lines, stdio_lines
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 30                # a bound against hanging, not a timing assertion
@@ -101,3 +103,45 @@ async def test_lines_are_taken_as_they_arrive_and_a_message_for_the_sdk_holds_th
     finally:
         await reader.aclose()
         os.close(read_end)
+
+
+# ------------------------------------------------------------------ hostile lines, end to end
+def test_a_line_nested_or_numbered_past_every_parser_is_answered_and_serving_goes_on(store_path, tmp_path):
+    report = stdio_lines(store_path, str(tmp_path / "stderr.log"))
+    assert set(report["lines"]) == set(hostile_lines())
+    for name, answer in report["lines"].items():
+        assert answer["code"] in (-32700, -32600), (name, answer)
+        assert answer["id"] is None and len(answer["message"]) < 100, (name, answer)    # nothing of the line
+        assert report["writes_after"][name], name
+    assert report["exit"] == 0
+    assert b"Traceback" not in (tmp_path / "stderr.log").read_bytes()
+    service = MemoryService(store_path)
+    try:
+        assert [m["content"] for m in service.history("s", 100, None)["history"]] == list(hostile_lines())
+    finally:
+        service.close()
+
+
+def test_a_line_past_the_bound_is_dropped_as_it_arrives_and_reported_in_its_place():
+    read_end, write_end = os.pipe()
+    lines = StdinLines(read_end, max_line=1000)
+    got: list[str | LineTooLong] = []
+
+    def feed(data: bytes) -> None:
+        os.write(write_end, data)
+        lines.read()
+        while (line := lines.line()) is not None:
+            got.append(line)
+    try:
+        feed(b"short\n" + b"x" * 999 + b"\n")
+        for _ in range(20):                     # 20,000 bytes of one line, arriving in parts
+            feed(b"y" * 1000)
+        feed(b"y\nafter\n" + b"z" * 1001 + b"\n" + b"w" * 3000)
+        os.close(write_end)
+        lines.read()
+        while (line := lines.line()) is not None:
+            got.append(line)
+    finally:
+        os.close(read_end)
+    assert [g if isinstance(g, str) else "TOO LONG" for g in got] == [
+        "short\n", "x" * 999 + "\n", "TOO LONG", "after\n", "TOO LONG", "TOO LONG"]

@@ -199,6 +199,12 @@ async def test_the_legacy_initialize_handshake_serves_the_same_tools(store_path,
 async def test_a_store_that_cannot_open_still_lists_tools_and_answers_each_call_with_the_error(tmp_path, transport):
     unopenable = tmp_path / "store"           # a directory (the CLI refuses a file before serving),
     (unopenable / "data.mdb").mkdir(parents=True)      # whose data file LMDB cannot open
+    if transport == "http":                   # a serving process does not start without its store
+        from tools._proc import python, run
+        done = run(python("-m", "server.cli", "serve", "--http", "127.0.0.1:0", "--store", str(unopenable)))
+        assert done.returncode == 2, done.stderr
+        assert f"convmem: cannot open the store at {unopenable}: IO_ERROR: " in done.stderr
+        return
     async with connect(str(unopenable), transport=transport) as m:
         assert len((await m.client.list_tools()).tools) == 7
         for name in ("get_system_health", "write_message"):

@@ -343,3 +343,13 @@ async def test_a_lone_surrogate_in_any_string_stores_nothing(mcp):
         for args in (w(content="a\udc00b"), w(session_id="\ud800"),
                      raw_meta(json.dumps({"tags": ["\ud800"]}, ensure_ascii=True))):
             await mcp.fail("write_message", args)
+
+
+async def test_a_number_of_5000_digits_in_a_json_text_is_refused_for_its_length(mcp):
+    for field, text in (("metadata_json", '{"importance": ' + "9" * 5000 + "}"),
+                        ("metadata_json", '{"importance": -' + "9" * 5000 + "}")):
+        message = await mcp.fail("write_message", w(**{field: text}))
+        assert message == f"{field}: numbers must have at most 4300 digits"
+    message = await mcp.fail("search_messages", {"query": "x", "filters_json": '{"after": ' + "1" * 5000 + "}"})
+    assert message == "filters_json: numbers must have at most 4300 digits"
+    assert (await mcp.fail("write_message", w(metadata_json="[" * 100_000))).startswith("metadata_json: ")

@@ -3,6 +3,8 @@
     python -m tools.hostile flips  [--trials N] [--seed S] [--max-flips K] [--json]
     python -m tools.hostile inputs [--examples N] [--seed S] [--json]
     python -m tools.hostile probe STORE [--plan FILE]
+    python -m tools.hostile lines [--json]
+    python -m tools.hostile dribble [--sockets N] [--interval S] [--read-timeout S] [--seconds S]
 
 ``flips`` builds a deterministic store, then for each trial copies it, flips
 1..K random bits of ``data.mdb`` and reads everything back through the MCP
@@ -24,12 +26,28 @@ in-memory MCP client never produce ``INTERNAL_ERROR``, never crash, and an error
 never changes state.
 
 ``probe`` is the reader ``flips`` forks, as a command: it prints the answers
-for one store as JSON.  Progress goes to stderr; reports are JSON on stdout.
+for one store as JSON.
+
+``lines`` sends ``convmem serve`` (stdio) lines no parser takes whole — JSON
+nested 1,000 and 100,000 deep, a number of 5,000 digits, a line of 17 MiB,
+bytes that are not UTF-8 — each followed by a valid write: every such line must
+be answered with a JSON-RPC error (-32700 or -32600) that repeats nothing of it,
+and every write after it must succeed.
+
+``dribble`` starts ``convmem serve --http`` and opens N connections that send
+the start of a request one byte every few seconds, while a client with the
+token keeps calling tools (on a kept-alive connection and on a new one each
+time); it reports the client's HTTP statuses and latencies, and how long each
+dribbling connection stayed open.  It passes when every call is answered
+``200`` and every dribbler was closed within the read timeout (plus 1 s).
+
+Progress goes to stderr; reports are JSON on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import contextlib
 import json
@@ -419,6 +437,187 @@ def hostile_inputs(examples: int, seed: int = 0, workdir: str | None = None) -> 
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+# ------------------------------------------------------ hostile stdio lines
+def hostile_lines() -> dict[str, bytes]:
+    """Lines no parser here takes whole (name → line, without its newline)."""
+    deep = 1000                 # past Python's json recursion and pydantic's 200 levels
+    nested = '{"a":' * deep + "1" + "}" * deep
+
+    def call(rid: int, arguments: str) -> str:
+        return (f'{{"jsonrpc":"2.0","id":{rid},"method":"tools/call",'
+                f'"params":{{"name":"write_message","arguments":{arguments}}}}}')
+    lines = {
+        "1,000 nested arrays": "[" * deep + "]" * deep,
+        "100,000 nested arrays": "[" * 100_000 + "]" * 100_000,
+        "1,000 nested objects": nested,
+        "unclosed, 4 MiB": "[" * (4 << 20),
+        "nested arguments": call(90, "[" * deep + "]" * deep),
+        "nested params": '{"jsonrpc":"2.0","id":91,"method":"tools/list","params":' + nested + "}",
+        "5,000 digits": call(92, '{"session_id":"s","content":"x","n":' + "9" * 5000 + "}"),
+        "17 MiB": call(93, '{"session_id":"s","role":"user","content":"' + "x" * (17 << 20) + '"}'),
+        "not JSON": "this line is not JSON",
+    }
+    return {**{name: line.encode() for name, line in lines.items()},
+            "not UTF-8": b'{"jsonrpc":"2.0",\xff\xfe"id":94,"method":"tools/list"}'}
+
+
+def stdio_lines(store: str, stderr_path: str) -> dict:
+    """``convmem serve`` on ``store`` (its stderr to ``stderr_path``) given each of
+    :func:`hostile_lines`, each followed by a write: what each got, and whether the write after it did."""
+    import queue
+    import subprocess
+    import threading
+
+    from tools.mcp_client import serve_command
+    answers: queue.Queue[bytes | None] = queue.Queue()
+    with open(stderr_path, "wb") as stderr:
+        proc = _proc.start(serve_command(store), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+
+    def read_answers() -> None:
+        for line in proc.stdout:
+            answers.put(line)
+        answers.put(None)
+    pump = threading.Thread(target=read_answers, daemon=True)
+    pump.start()
+
+    def ask(line: bytes) -> dict:
+        proc.stdin.write(line + b"\n")
+        proc.stdin.flush()
+        answer = answers.get(timeout=TRIAL_TIMEOUT)
+        if answer is None:
+            raise RuntimeError("convmem serve closed stdout")
+        return json.loads(answer)
+    report: dict[str, Any] = {"lines": {}, "writes_after": {}}
+    try:
+        ask(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "hostile", "version": "0"}}
+        }).encode())
+        proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        for i, (name, line) in enumerate(hostile_lines().items(), start=1):
+            answer = ask(line)
+            error = answer.get("error", {})
+            report["lines"][name] = {"code": error.get("code"), "message": error.get("message"), "id": answer.get("id")}
+            written = ask(json.dumps(_call(1000 + i, "write_message", {"session_id": "s", "role": "user",
+                                                                        "content": name})).encode())
+            report["writes_after"][name] = not written["result"]["isError"]
+        proc.stdin.close()
+        report["exit"] = proc.wait(timeout=TRIAL_TIMEOUT)
+    finally:
+        _proc.kill(proc)
+        pump.join(TRIAL_TIMEOUT)
+        for stream in (proc.stdin, proc.stdout):
+            stream.close()
+    return report
+
+
+# ------------------------------------------------------ dribbling HTTP clients
+DRIBBLED = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Pad: " + b"x" * 4096
+
+
+def dribble(url: str, token: str, *, sockets: int = 1000, interval: float = 2.0, seconds: float = 10.0,
+            spread: float = 1.0) -> dict:
+    """``sockets`` connections to the server at ``url`` (opened over ``spread`` seconds),
+    each sending :data:`DRIBBLED` one byte every ``interval`` seconds, while a client
+    with ``token`` calls read-only tools in turn for ``seconds``: the report of both sides."""
+    import threading
+
+    import httpx2
+
+    host, port = url.split("//")[1].split("/")[0].rsplit(":", 1)
+    opened: list[float] = []
+    closed: list[float] = []
+    failed: list[str] = []
+    stop = threading.Event()
+
+    async def one(delay: float) -> None:
+        await asyncio.sleep(delay)
+        try:
+            reader, writer = await asyncio.open_connection(host, int(port))
+        except OSError as exc:
+            failed.append(type(exc).__name__)
+            return
+        began = time.perf_counter()
+        opened.append(began)
+        try:
+            for byte in DRIBBLED:
+                if stop.is_set():
+                    return
+                writer.write(bytes((byte,)))
+                await writer.drain()
+                try:
+                    if await asyncio.wait_for(reader.read(1), interval) == b"":
+                        break
+                except TimeoutError:
+                    continue
+        except OSError:
+            pass                                # reset by the server: closed
+        else:
+            if stop.is_set():
+                return
+        finally:
+            writer.close()
+        closed.append(time.perf_counter() - began)
+
+    async def dribblers() -> None:
+        tasks = [asyncio.ensure_future(one(spread * i / sockets)) for i in range(sockets)]
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    thread = threading.Thread(target=lambda: asyncio.run(dribblers()), daemon=True)
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "Authorization": f"Bearer {token}"}
+    calls = [("write_message", {"session_id": "s", "role": "user", "content": "hello dribblers"}),
+             ("search_messages", {"query": "hello"}), ("read_messages", {"session_id": "s", "limit": 10}),
+             ("read_messages", {"view": "sessions"}), ("get_system_health", {})]
+    statuses: collections.Counter[int] = collections.Counter()
+    latencies: list[float] = []
+    # "Connection: close": the server closes after each answer, so each call of ``fresh`` is a new connection
+    with httpx2.Client(timeout=60, headers=headers) as kept, \
+            httpx2.Client(timeout=60, headers={**headers, "Connection": "close"}) as fresh:
+        for name, arguments in calls:          # warm up: a tool's first call pays for its imports and caches
+            kept.post(url, json=_call(0, name, arguments)).raise_for_status()
+        thread.start()
+        end = time.perf_counter() + seconds
+        n = 0
+        while time.perf_counter() < end:
+            n += 1
+            name, arguments = calls[1 + n % (len(calls) - 1)]
+            began = time.perf_counter()
+            answer = (kept if n % 2 else fresh).post(url, json=_call(n, name, arguments))
+            latencies.append((time.perf_counter() - began) * 1000)
+            statuses[answer.status_code] += 1
+    stop.set()
+    thread.join(60)
+    latencies.sort()
+    return {"sockets": sockets, "interval_s": interval, "seconds": seconds, "calls": len(latencies),
+            "statuses": {str(k): v for k, v in sorted(statuses.items())},
+            "p50_ms": round(latencies[len(latencies) // 2], 2),
+            "p99_ms": round(latencies[len(latencies) * 99 // 100], 2),
+            "max_ms": round(latencies[-1], 2), "dribblers_opened": len(opened), "connect_failures": len(failed),
+            "dribblers_closed": len(closed), "dribblers_open_at_end": len(opened) - len(closed),
+            "longest_open_s": round(max(closed, default=0.0), 2)}
+
+
+def _call(rid: int, name: str, arguments: dict) -> dict:
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+
+def dribble_run(sockets: int, interval: float, read_timeout: float, seconds: float) -> dict:
+    """The ``dribble`` command: a fresh server on a temporary store, then :func:`dribble`."""
+    from tools.mcp_client import http_server
+    workdir = tempfile.mkdtemp(prefix="convmem-dribble-")
+    try:
+        with http_server(os.path.join(workdir, "store"), extra=("--read-timeout", str(read_timeout)),
+                         log_level="WARNING") as server:
+            report = dribble(server.url, server.token, sockets=sockets, interval=interval, seconds=seconds)
+        return {"read_timeout_s": read_timeout, **report}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 # ------------------------------------------------------------------- CLI
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.hostile", description=__doc__.split("\n")[0])
@@ -434,6 +633,12 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("store")
     pr.add_argument("--calls", default=None,
                     help='JSON list of [tool, arguments] to make instead of health and the sessions view')
+    sub.add_parser("lines", help="lines no parser takes whole, to convmem serve over stdio")
+    d = sub.add_parser("dribble", help="slow HTTP clients without the token beside one with it")
+    d.add_argument("--sockets", type=int, default=1000)
+    d.add_argument("--interval", type=float, default=2.0, help="seconds between two bytes of a dribbler")
+    d.add_argument("--read-timeout", type=float, default=5.0, help="the server's --read-timeout")
+    d.add_argument("--seconds", type=float, default=15.0, help="how long the client with the token calls")
     args = p.parse_args(argv)
     say = lambda line: print(line, file=sys.stderr, flush=True)
     if args.command == "flips":
@@ -442,6 +647,18 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "inputs":
         report = hostile_inputs(args.examples, args.seed)
         ok = True
+    elif args.command == "lines":
+        workdir = tempfile.mkdtemp(prefix="convmem-lines-")
+        try:
+            report = stdio_lines(os.path.join(workdir, "store"), os.path.join(workdir, "stderr.log"))
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        ok = (report["exit"] == 0 and all(report["writes_after"].values())
+              and all(a["code"] in (-32700, -32600) for a in report["lines"].values()))
+    elif args.command == "dribble":
+        report = dribble_run(args.sockets, args.interval, args.read_timeout, args.seconds)
+        ok = (report["statuses"] == {"200": report["calls"]} and report["dribblers_open_at_end"] == 0
+              and report["longest_open_s"] <= args.read_timeout + 1)
     else:
         calls = [tuple(c) for c in json.loads(args.calls)] if args.calls else plan_calls(None)
         first = probe(os.path.abspath(args.store), calls)

@@ -9,6 +9,9 @@ import importlib.util
 import os
 import sys
 
+from eventstore.errors import ConvMemError
+from eventstore.files import make_private_dir
+
 from ..replication import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, parse_settings
 from ._common import CommandError, check_usable, store_path
 
@@ -31,7 +34,8 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="another Origin to accept, e.g. https://example.org (repeatable)")
     p.add_argument("--read-timeout", type=float, default=30.0, metavar="SECONDS",
-                   help="close a connection that sends nothing for this long while a request is due (default 30)")
+                   help="close a connection whose request has not arrived whole (headers and body) this long "
+                        "after the connection opened or its previous answer (default 30)")
     p.add_argument("--replicate", metavar="nats://HOST:PORT[,…]", default=None,
                    help="replicated mode: the event log lives on NATS JetStream at these servers "
                         "(needs the 'replication' extra; docs/replication.md)")
@@ -68,9 +72,38 @@ def _run(args: argparse.Namespace) -> int:
     if sys.stdin is None or sys.stdout is None:        # closed when the process started
         raise CommandError("stdin or stdout is closed: `convmem serve` reads MCP requests on stdin and "
                            "answers on stdout (an MCP host connects both)")
+    _create(path)
     fast_calls = os.environ.get(FASTCALL_ENV, "1") != "0"
-    anyio.run(lambda: serve_stdio(path, fast_calls=fast_calls, **options))
+    try:
+        anyio.run(lambda: serve_stdio(path, fast_calls=fast_calls, **options))
+    except Exception as exc:
+        raise _unopened(path, exc) from None
     return 0
+
+
+def _unopened(path: str, exc: Exception) -> Exception:
+    """What to raise for ``exc``, which ended the server: the store's error that kept it from
+    opening (found inside the task groups' exception groups) as a :class:`CommandError`, else
+    ``exc`` itself."""
+    leaves: list[BaseException] = [exc]
+    while leaves:
+        leaf = leaves.pop(0)
+        if isinstance(leaf, ConvMemError):
+            return CommandError(f"cannot open the store at {path}: {leaf.code}: {leaf.message}")
+        if isinstance(leaf, BaseExceptionGroup):
+            leaves.extend(leaf.exceptions)
+    return exc
+
+
+def _create(path: str) -> None:
+    """Create the store directory (as the store would on opening it) before serving, so a
+    path that cannot hold a store stops ``serve`` at start instead of failing every call."""
+    try:
+        make_private_dir(path)
+    except OSError as exc:
+        raise CommandError(f"cannot create the store directory {path}: {exc.strerror or exc}") from None
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        raise CommandError(f"cannot use the store directory {path}: it is not readable and writable by this user")
 
 
 def _replication(args: argparse.Namespace) -> Settings:
@@ -88,12 +121,13 @@ def _replication(args: argparse.Namespace) -> Settings:
 def _serve_http(store: str, args: argparse.Namespace, options: dict) -> int:
     import asyncio
 
-    from ..auth import resolve_token
     from ..http_transport import HttpSettings, parse_bind, serve_http
+    from .token import token
     host, port = parse_bind(args.http)
     if (args.certfile is None) != (args.keyfile is None):
         raise CommandError("--certfile and --keyfile go together")
-    settings = HttpSettings(host=host, port=port, token=resolve_token(store, args.token_file),
+    _create(store)
+    settings = HttpSettings(host=host, port=port, token=token(store, args.token_file),
                             allow_remote=args.allow_remote, certfile=args.certfile, keyfile=args.keyfile,
                             allowed_hosts=tuple(args.allow_host), allowed_origins=tuple(args.allow_origin),
                             read_timeout=args.read_timeout)
@@ -101,4 +135,6 @@ def _serve_http(store: str, args: argparse.Namespace, options: dict) -> int:
         asyncio.run(serve_http(store, settings, **options))
     except OSError as exc:
         raise CommandError(f"cannot listen on {args.http}: {exc.strerror or exc}") from None
+    except ConvMemError as exc:
+        raise _unopened(store, exc) from None
     return 0

@@ -40,12 +40,21 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..auth import resolve_token
-
     path = store_path(args)
     check_usable(path)
-    print(resolve_token(path, args.token_file))
+    print(token(path, args.token_file))
     return 0
+
+
+def token(store: str, token_file: str | None) -> str:
+    """The server's token (:func:`server.auth.resolve_token`); a file that cannot be read
+    or created is a :class:`CommandError` naming it."""
+    from ..auth import resolve_token
+    try:
+        return resolve_token(store, token_file)
+    except OSError as exc:
+        where = exc.filename or token_file or store
+        raise CommandError(f"cannot read or create the token file {where}: {exc.strerror or exc}") from None
 
 
 def _file(args: argparse.Namespace) -> str:
