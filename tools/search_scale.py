@@ -154,7 +154,7 @@ def work(service, questions: list[str], boost: bool = True) -> dict[str, float]:
     for question in questions:
         trace = search.Trace()
         with service.store.read() as tx:
-            search.search(tx, question, search.Filters(), LIMIT, trace, context=boost)
+            search.search(tx, question, search.Filters(), LIMIT, trace, search.Options(context=boost))
         traces.append(trace)
     n = len(traces)
     return {"lists": round(sum(t.lists for t in traces) / n, 1),
