@@ -106,6 +106,5 @@ def _finish(fresh: EventStore, old_last: int, io: dict[str, int], carried: dict[
 
 
 def _append_all(w: WriteTx, events: list[Event]) -> int:
-    for event in events:
-        w.append(event, project=False)
+    w.append(events, project=False)
     return len(events)

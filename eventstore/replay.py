@@ -1,6 +1,6 @@
 """Replay: the log from a sequence number on, applied to the read models a
-batch of decoded events at a time (:meth:`Projector.apply_many`: the same
-read models as applying each event in turn)."""
+batch of decoded events at a time (:meth:`Projector.apply`: the same
+read models however the log is cut into batches)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def apply_log(projector: Projector, w: WriteTx, start: int, total: int,
     ``progress(done, total)`` every :data:`PROGRESS_EVERY` events and at the end."""
     done = 0
     for batch in batches(w, start):
-        projector.apply_many(w, batch)
+        projector.apply(w, batch)
         done += len(batch)
         if progress and done % PROGRESS_EVERY == 0:
             progress(done, total)

@@ -2,7 +2,7 @@
 
 A :class:`Tx` is an LMDB transaction plus the sub-database handles; a
 :class:`WriteTx` is one in which a command decides (id, clock) and appends its
-events.  Each event appended is applied at once by the :class:`Projector`,
+events.  Each batch of events appended is applied at once by the :class:`Projector`,
 whose per-transaction state (:class:`TxState`: values held back to be written
 once, a replay's work in memory) is flushed just before the commit and closed
 after it, committed or not.
@@ -56,11 +56,10 @@ class Projector(Protocol):
         """The state of a new write transaction; ``bulk`` for a full replay or a bulk import,
         whose work the projector may hold until the flush."""
 
-    def apply(self, tx: WriteTx, seq: int, event: Event, size: int) -> None: ...
-
-    def apply_many(self, tx: WriteTx, batch: Sequence[tuple[int, Event, int]]) -> None:
-        """:meth:`apply` for each ``(seq, event, size)`` of ``batch`` in turn
-        (the same read models, byte for byte), with less work an event."""
+    def apply(self, tx: WriteTx, batch: Sequence[tuple[int, Event, int]]) -> None:
+        """Project each ``(seq, event, encoded size)`` of ``batch``, in order,
+        within ``tx``; the read models do not depend on how a log is cut
+        into batches (one event is a batch of one)."""
 
 
 @dataclass
@@ -145,28 +144,12 @@ class WriteTx(Tx):
             self.txn.put(b"last_id", newest, db=self.dbs["meta"])
         return texts
 
-    def append(self, event: Event, project: bool = True, raw: bytes | None = None) -> int:
-        """Append ``event`` to the log and apply every projector to it (unless
-        ``project`` is False: then the read models fall behind the log until
-        a replay, as compaction does).  ``raw``: the event's encoding, when the
-        caller has it already (a replica storing the bytes it was sent)."""
-        raw = codec.encode_event(event) if raw is None else raw
-        if self._next_seq is None:
-            self._next_seq = self.store.last_sequence(self) + 1
-        seq = self._next_seq
-        if not self.txn.put(codec.seq_key(seq), raw, db=self.dbs["events"], append=True):
-            raise CorruptStoreError("the event log's sequence numbers went backwards")
-        self._next_seq = seq + 1
-        if project:
-            self.store.projector.apply(self, seq, event, len(raw))
-            self.watermark = seq
-        self.appended.append((seq, len(raw)))
-        return seq
-
-    def append_many(self, events: Sequence[Event], raws: Sequence[bytes] | None = None) -> int:
-        """:meth:`append` (projected) for each of ``events`` in turn: the same
-        log and read models, the log's records put in one call and the
-        projector applied to the whole run at once (:meth:`Projector.apply_many`).
+    def append(self, events: Sequence[Event], raws: Sequence[bytes] | None = None,
+               project: bool = True) -> int:
+        """Append ``events`` to the log, numbered in turn, and apply the
+        projector to them as one batch (:meth:`Projector.apply`); a single
+        event is a batch of one.  Unless ``project`` is False: then the read
+        models fall behind the log until a replay, as compaction does.
         ``raws``: the events' encodings, when the caller has them (a replica
         storing the bytes it was sent).  Returns the first event's sequence
         number (the next one, if ``events`` is empty)."""
@@ -182,8 +165,9 @@ class WriteTx(Tx):
                 raise CorruptStoreError("the event log's sequence numbers went backwards")
         self._next_seq = first + len(raws)
         sizes = list(map(len, raws))
-        self.store.projector.apply_many(self, list(zip(seqs, events, sizes)))
-        self.watermark = seqs[-1]
+        if project:
+            self.store.projector.apply(self, list(zip(seqs, events, sizes)))
+            self.watermark = seqs[-1]
         self.appended.extend(zip(seqs, sizes))
         return first
 

@@ -44,7 +44,7 @@ import numpy as np
 from eventstore.transaction import Tx
 
 from .index import FACETS, docno_key
-from .index.arrays import tail_docnos
+from .index.arrays import Postings, tail_docnos
 from .index.docs import DOC_BYTES, DOC_SESSION, raw_doc, raw_docs
 from .index.layout import docno_of
 from .index.pending_view import PendingView
@@ -56,23 +56,23 @@ POOL = 15           # best candidates by own score: they and their windows' mess
 
 
 class ContentList(Protocol):
-    """A query term's content posting list (``projections.search._List``)."""
+    """A query term's content posting list (:class:`projections.evaluation.QueryList`)."""
 
     term: str
     df_all: int
+    q: float               # the term's query weight (repeats counted)
 
     def find(self, docnos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 class ContextScorer:
-    def __init__(self, tx: Tx, lists: Sequence[ContentList], weights: Sequence[float], pend: PendingView,
-                 n_docs: int, n_sessions: int, body_bytes: int) -> None:
-        """``lists`` are the query's terms in the content field, ``weights``
-        their query weights (repeats counted)."""
+    def __init__(self, tx: Tx, lists: Sequence[ContentList], pend: PendingView, n_docs: int, n_sessions: int,
+                 body_bytes: int) -> None:
+        """``lists`` are the query's terms in the content field."""
         self.tx, self.lists = tx, lists
         self.window = min(2.0 * WINDOW + 1, max(1.0, n_docs / max(n_sessions, 1)))
         self.avg = max(self.window * body_bytes / max(n_docs, 1), 1.0)
-        idfs = [q * _idf(n_docs, min(n_docs, lst.df_all * self.window)) for lst, q in zip(lists, weights)]
+        idfs = [lst.q * _idf(n_docs, min(n_docs, lst.df_all * self.window)) for lst in lists]
         total = sum(idfs)
         self.term_weights = [w / total for w in idfs] if total > 0 else [0.0] * len(idfs)
         self.pending = pend
@@ -119,18 +119,21 @@ class ContextScorer:
         """The query terms' frequencies in the content of each of ``docnos``
         not looked up yet: every list asked for all of them at once."""
         todo = sorted(d for d in docnos if d not in self._tf_cache)
-        merged = [d for d in todo if d not in self.pending]
-        for d in todo:
-            if d in self.pending:
-                self._tf_cache[d] = self._tfs(d)
-        if not merged:
+        if not todo:
             return
-        wanted = np.array(merged, np.int64)
-        found = np.zeros((len(self.lists), len(merged)), np.int64)
+        wanted = np.array(todo, np.int64)
+        pending = self.pending.docnos()
+        at = np.minimum(np.searchsorted(pending, wanted), max(len(pending) - 1, 0))
+        held = pending[at] == wanted if len(pending) else np.zeros(len(wanted), bool)
+        merged, pend = np.flatnonzero(~held), np.flatnonzero(held)
+        found = np.zeros((len(self.lists), len(todo)), np.int64)
         for row, lst in zip(found, self.lists):
-            hit, in_list, _ = lst.find(wanted)
-            row[hit] = in_list
-        for d, column in zip(merged, found.T.tolist()):
+            if len(merged):
+                hit, in_list, _ = lst.find(wanted[merged])
+                row[merged[hit]] = in_list
+            if len(pend):
+                row[pend] = _tfs_in(self.pending.postings(0, lst.term), wanted[pend])
+        for d, column in zip(todo, found.T.tolist()):
             self._tf_cache[d] = tuple(column) if any(column) else None
 
     def _window_score(self, window: list[int]) -> float:
@@ -159,16 +162,9 @@ class ContextScorer:
 
     def _tfs(self, docno: int) -> tuple[int, ...] | None:
         """The query terms' frequencies in a document's content (None: none of them)."""
-        if docno in self._tf_cache:
-            return self._tf_cache[docno]
-        p = self.pending.get(docno)
-        if p is None:
+        if docno not in self._tf_cache:
             self._look_up({docno})
-            return self._tf_cache[docno]
-        tfs = tuple(p.tfs[0].get(lst.term, 0) for lst in self.lists)
-        out = tfs if any(tfs) else None
-        self._tf_cache[docno] = out
-        return out
+        return self._tf_cache[docno]
 
     def _row(self, docno: int) -> tuple[int, bytes]:
         """(content size, session facet key) of a document, from its ``docs`` row."""
@@ -215,6 +211,17 @@ class ContextScorer:
         while len(before) < WINDOW and cur.prev_dup():
             before.append(docno_of(cur.value()))
         return before[::-1], after
+
+
+def _tfs_in(postings: Postings, docnos: np.ndarray) -> np.ndarray:
+    """The tf of each of the sorted ``docnos`` in ``postings`` (0: not there)."""
+    out = np.zeros(len(docnos), np.int64)
+    if not len(postings.docnos):
+        return out
+    at = np.minimum(np.searchsorted(postings.docnos, docnos), len(postings.docnos) - 1)
+    hit = postings.docnos[at] == docnos
+    out[hit] = postings.tfs[at[hit]]
+    return out
 
 
 def _row_of(raw: bytes | None) -> tuple[int, bytes]:

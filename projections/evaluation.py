@@ -18,7 +18,6 @@ import dataclasses
 import heapq
 import threading
 from collections.abc import Callable, Iterable
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -320,14 +319,15 @@ class Admit:
     docnos, when it has one, first."""
 
     def __init__(self, passes: Callable[[np.ndarray], np.ndarray] | None, allowed: np.ndarray | None,
-                 done: AbstractSet[int], checks: bool, ready: Callable[[], bool] | None = None) -> None:
-        """``ready``: whether ``passes`` is one array step now (None: never taken to be)."""
+                 done: np.ndarray, checks: bool, ready: Callable[[], bool] | None = None) -> None:
+        """``done``: sorted, distinct; ``ready``: whether ``passes`` is one
+        array step now (None: never taken to be)."""
         self._passes = passes if checks else None
         self._ready = ready
         self._allowed = allowed
         self._allowed_mask: np.ndarray | None = None
         self.has_set = allowed is not None
-        self._done = np.array(sorted(done), np.int64)
+        self._done = done
         self.everything = passes is None or (allowed is None and not checks)
 
     def __call__(self, docnos: np.ndarray) -> np.ndarray:

@@ -26,12 +26,6 @@ def key(session_id: str, message_id: str) -> bytes:
     return _prefix(session_id) + to_bytes(message_id)
 
 
-def keys(session_id: str, written: list[Message]) -> list[tuple[bytes, bytes]]:
-    """``(key(session_id, m.message_id), b"")`` for each of ``written``, as :func:`put_many` takes them."""
-    prefix = _prefix(session_id)
-    return [(prefix + to_bytes(m.message_id), b"") for m in written]
-
-
 def _message_id(k: bytes, prefix: bytes) -> str:
     """The message id ending ``k``, a history key that starts with ``prefix``."""
     if len(k) != len(prefix) + 16:
@@ -39,15 +33,11 @@ def _message_id(k: bytes, prefix: bytes) -> str:
     return to_str(k[len(prefix):])
 
 
-def add(tx: Tx, session_id: str, message_id: str) -> None:
-    tx.txn.put(key(session_id, message_id), b"", db=tx.db(DB))
-
-
-def put_many(tx: Tx, keys: list[tuple[bytes, bytes]]) -> None:
-    """:func:`add` for each ``(key, b"")`` in turn, in one call."""
-    if keys:
+def add(tx: Tx, written: list[Message]) -> None:
+    """List each of ``written`` under its session, in one call."""
+    if written:
         with tx.txn.cursor(db=tx.db(DB)) as cur:
-            cur.putmulti(keys)
+            cur.putmulti([(_prefix(m.session_id) + to_bytes(m.message_id), b"") for m in written])
 
 
 def remove(tx: Tx, session_id: str, message_id: str) -> None:

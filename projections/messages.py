@@ -113,14 +113,9 @@ def put(tx: Tx, state: State) -> None:
     tx.txn.put(to_bytes(state.message_id), _encode(state), db=tx.db(DB))
 
 
-def put_written(tx: Tx, message_id: str, docno: int) -> None:
-    """The state of a message just written (what :func:`from_written` gives):
-    its document number alone."""
-    tx.put_last(DB, to_bytes(message_id), codec.dumps_int(docno))     # a new message has the greatest id
-
-
-def put_written_many(tx: Tx, written: list[tuple[int, Message]]) -> None:
-    """:func:`put_written` for each ``(docno, message)`` in turn."""
+def put_written(tx: Tx, written: list[tuple[int, Message]]) -> None:
+    """The state of each ``(docno, message)`` just written (what :func:`from_written`
+    gives): its document number alone, appended (a new message has the greatest id)."""
     dumps_int = codec.dumps_int
     tx.put_many_last(DB, [(to_bytes(m.message_id), dumps_int(docno)) for docno, m in written])
 

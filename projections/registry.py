@@ -1,10 +1,13 @@
-"""The projector: every read model, applied to each event in its write transaction.
+"""The projector: every read model, applied to each batch of events in its write transaction.
 
 Deterministic: a function of ``(transaction state, event)`` only — no clock, no
 id generation — so replaying the log reproduces the live read models byte for
-byte.  The one input besides the log, :class:`~projections.index.IndexConfig`,
-decides bytes only through its layout knobs, which are part of the index
-fingerprint kept in the store (a store opened with other ones is rebuilt).
+byte.  It has one entry, :meth:`Projector.apply`, which takes a batch (a live
+write is a batch of one); each read model takes a run of written messages in
+one call, and how the log is cut into batches changes no byte.  The one
+input besides the log, :class:`~projections.index.IndexConfig`, decides bytes
+only through its layout knobs, which are part of the index fingerprint kept
+in the store (a store opened with other ones is rebuilt).
 
 **The order of the projectors is declared here, once**, because some read
 models read others while they change:
@@ -28,15 +31,13 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from itertools import groupby
-from operator import attrgetter
 
 import Stemmer
 
 from eventstore.codec import DEFAULT_METADATA, metadata_size
 from eventstore.errors import CorruptStoreError
 from eventstore.events import Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
-from eventstore.store import TxState, WriteTx
+from eventstore.store import WriteTx
 
 from . import history, messages, relations, revisions, sessions, stats, tokens
 from . import index as term_index
@@ -104,79 +105,51 @@ class Projector:
         finally:
             self.hold.release()
 
-    def apply(self, tx: WriteTx, seq: int, event: Event, size: int) -> None:
+    def apply(self, tx: WriteTx, batch: Sequence[tuple[int, Event, int]]) -> None:
+        """Project each ``(seq, event, size)`` of ``batch`` in turn; each run of
+        written messages at once, one call a read model (the same bytes as one
+        at a time: a written message reads nothing another one writes, but for
+        ``sessions.added``'s look into ``history``, whose answer does not
+        depend on how many of the run it lists already)."""
         state = tx.state
         if not isinstance(state, ProjectionState):
             raise TypeError("the transaction's state was not begun by this projector")
-        if isinstance(event, MessageWritten):
-            self._written(tx, state, seq, event)
-        elif isinstance(event, MessageUpdated):
-            self._updated(tx, state, seq, event, size)
-        elif isinstance(event, MessageDeleted):
-            self._deleted(tx, state, event, size)
-        else:
-            raise CorruptStoreError("the log holds an event no projector knows")
-
-    def apply_many(self, tx: WriteTx, batch: Sequence[tuple[int, Event, int]]) -> None:
-        """:meth:`apply` for each ``(seq, event, size)`` in turn: each run of
-        written messages is projected at once, one call a read model (the same
-        bytes: written messages read nothing another one writes, but for
-        ``sessions.added``'s look into ``history``, which is brought up to
-        date before any)."""
-        run: list[tuple[int, Message]] = []
-        by: list[tuple[Message, str | None]] = []
+        run: list[tuple[int, MessageWritten]] = []
         for seq, event, size in batch:
             if isinstance(event, MessageWritten):
-                run.append((seq, event.message))
-                by.append((event.message, event.principal))
+                run.append((seq, event))
                 continue
             if run:
-                self._written_many(tx, tx.state, run)
-                revisions.written_many(tx, by)
-                run, by = [], []
-            self.apply(tx, seq, event, size)
+                self._written(tx, state, run)
+                run = []
+            if isinstance(event, MessageUpdated):
+                self._updated(tx, state, seq, event, size)
+            elif isinstance(event, MessageDeleted):
+                self._deleted(tx, state, event, size)
+            else:
+                raise CorruptStoreError("the log holds an event no projector knows")
         if run:
-            self._written_many(tx, tx.state, run)
-            revisions.written_many(tx, by)
+            self._written(tx, state, run)
 
     @staticmethod
-    def _written_many(tx: WriteTx, state: TxState, run: list[tuple[int, Message]]) -> None:
-        if not isinstance(state, ProjectionState):
-            raise TypeError("the transaction's state was not begun by this projector")
-        messages.put_written_many(tx, run)
-        opened, hist = state.sessions, []
-        for sid, group in groupby([msg for _, msg in run], attrgetter("session_id")):   # a session's run
-            written = list(group)
-            keys = history.keys(sid, written)
-            if sessions.added_newest_many(opened, sid, written):
-                hist += keys
-                continue
-            for key, msg in zip(keys, written):
-                hist.append(key)
-                if not sessions.added_newest_many(opened, sid, [msg]):
-                    history.put_many(tx, hist)     # what history lists when this message is counted
-                    hist = []
-                    sessions.added(tx, opened, sid, msg.message_id, msg.timestamp, msg.metadata.memory_kind)
-        history.put_many(tx, hist)
-        relations.add_many(tx, [msg for _, msg in run if msg.metadata.relations])
-        state.index.index_many(tx, run)
+    def _written(tx: WriteTx, state: ProjectionState, run: list[tuple[int, MessageWritten]]) -> None:
+        docs = [(seq, event.message) for seq, event in run]
+        written = [msg for _, msg in docs]
+        messages.put_written(tx, docs)
+        history.add(tx, written)
+        by_session: dict[str, list[Message]] = {}
+        for msg in written:
+            by_session.setdefault(msg.session_id, []).append(msg)
+        for sid, group in by_session.items():
+            sessions.added(tx, state.sessions, sid, group)
+        relations.add(tx, [(msg.message_id, msg.metadata) for msg in written if msg.metadata.relations])
+        revisions.written(tx, [(event.message, event.principal) for _, event in run])
+        state.index.index_many(tx, docs)
         body = meta = 0
-        for _, msg in run:
+        for msg in written:
             body += len(msg.content.encode("utf-8"))
             meta += _metadata_bytes(msg.metadata)
         state.counters.add(tx, active=len(run), body_bytes=body, metadata_bytes=meta)
-
-    @staticmethod
-    def _written(tx: WriteTx, state: ProjectionState, seq: int, event: MessageWritten) -> None:
-        msg = event.message
-        messages.put_written(tx, msg.message_id, seq)
-        history.add(tx, msg.session_id, msg.message_id)
-        sessions.added(tx, state.sessions, msg.session_id, msg.message_id, msg.timestamp,
-                       msg.metadata.memory_kind)
-        relations.add(tx, msg.message_id, msg.metadata)
-        revisions.written(tx, msg, event.principal)
-        state.index.index(tx, seq, msg)
-        state.counters.written(tx, len(msg.content.encode("utf-8")), _metadata_bytes(msg.metadata))
 
     @staticmethod
     def _updated(tx: WriteTx, state: ProjectionState, seq: int, event: MessageUpdated, size: int) -> None:
@@ -192,7 +165,7 @@ class Projector:
         if old_kind != new_kind:
             sessions.rekinded(tx, state.sessions, old.session_id, old_kind, new_kind)
         relations.remove(tx, old.message_id, old.metadata)
-        relations.add(tx, new.message_id, new.metadata)
+        relations.add(tx, [(new.message_id, new.metadata)])
         revisions.updated(tx, old.metadata, event)
         state.index.reindex(tx, old.docno, old_msg, new_msg, changed)
         dead = size + (0 if old.dead_counted else old.log_bytes)

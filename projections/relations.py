@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from eventstore.errors import CorruptStoreError
-from eventstore.events import RELATION_TYPES, Message, Metadata
+from eventstore.events import RELATION_TYPES, Metadata
 from eventstore.ids import to_bytes, to_str
 from eventstore.store import Tx
 
@@ -32,18 +32,11 @@ def _edges(message_id: str, meta: Metadata) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def add(tx: Tx, message_id: str, meta: Metadata) -> None:
-    if not meta.relations:
-        return
-    for k, v in _edges(message_id, meta):
-        tx.txn.put(k, v, db=tx.db(DB), dupdata=True)
-
-
-def add_many(tx: Tx, written: list[Message]) -> None:
-    """:func:`add` for each message in turn, in one call."""
-    if written:
+def add(tx: Tx, sources: list[tuple[str, Metadata]]) -> None:
+    """The edges of each ``(message id, metadata)`` of ``sources``, in one call."""
+    if sources:
         with tx.txn.cursor(db=tx.db(DB)) as cur:
-            cur.putmulti([edge for m in written for edge in _edges(m.message_id, m.metadata)])
+            cur.putmulti([edge for mid, meta in sources for edge in _edges(mid, meta)])
 
 
 def remove(tx: Tx, message_id: str, meta: Metadata) -> None:

@@ -45,11 +45,8 @@ def _first(msg: Message, principal: str | None) -> tuple[bytes, bytes]:
         _CREATED if msg.revision == 1 else _REWRITTEN))
 
 
-def written(tx: Tx, msg: Message, principal: str | None) -> None:
-    tx.txn.put(*_first(msg, principal), db=tx.db(DB))
-
-
-def written_many(tx: Tx, run: list[tuple[Message, str | None]]) -> None:
+def written(tx: Tx, run: list[tuple[Message, str | None]]) -> None:
+    """The first record of each ``(message, principal)`` of ``run``, in one call."""
     with tx.txn.cursor(db=tx.db(DB)) as cur:
         cur.putmulti([_first(msg, principal) for msg, principal in run])
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -65,7 +64,7 @@ from .evaluation import (
     reuse,
 )
 from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, exact_key, list_prefix
-from .index.arrays import Kept, counts, first_docnos
+from .index.arrays import Kept, Postings, counts, first_docnos
 from .index.filters import FacetFilter
 from .index.layout import docno_of, key_range
 from .index.masks import snapshot
@@ -73,8 +72,8 @@ from .index.pending_view import PendingView, pending_view
 from .query import Filters
 from .tokens import query_terms
 
-__all__ = ["B", "K1", "PARTIAL_CAP", "WEIGHTS", "WHOLE", "Filters", "Hit", "Trace", "combine", "field_score",
-           "idf", "search"]
+__all__ = ["B", "K1", "PARTIAL_CAP", "WEIGHTS", "WHOLE", "Filters", "Hit", "Options", "QueryPlan", "Trace", "combine",
+           "field_score", "idf", "search"]
 
 ALLOWED_MAX = 10_000                 # largest filter set worth building
 SELECTIVE_WORK = 20_000              # walk against the set when Σ min(df, |set|) ≤ this,
@@ -106,13 +105,43 @@ def idf(n_docs: int, df: int) -> float:
     return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
 
+@dataclass(frozen=True)
+class Options:
+    """How a search evaluates; the defaults serve, the others are for tests
+    and comparisons."""
+
+    prune: bool = True             # False: read every list whole (the same result, slower)
+    context: bool = True           # False: rank by the own fields alone
+
+
+@dataclass
+class QueryPlan:
+    """One search, planned: what it reads — the query's lists, the pending
+    records, the filter, in the snapshot ``tx`` — how far (the best
+    ``limit``, after ranking ``pool`` candidates in context), and what it
+    did (``trace``)."""
+
+    tx: Tx
+    query: str
+    limit: int
+    stats: dict[str, int]
+    filter: FacetFilter
+    pending: PendingView
+    lists: list[QueryList]
+    trace: Trace
+    options: Options
+
+    @property
+    def pool(self) -> int:
+        """How many candidates the own fields' evaluation must find."""
+        return max(self.limit, POOL) if self.options.context else self.limit
+
+
 def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = None,
-           prune: bool = True, context: bool = True) -> list[Hit]:
-    """The best ``limit`` live messages for ``query`` under ``flt``.
-    ``prune=False`` reads every list whole (the same result, slower: for
-    tests); ``context=False`` ranks by the own fields alone (for comparisons)."""
+           options: Options = Options()) -> list[Hit]:
+    """The best ``limit`` live messages for ``query`` under ``flt`` (what the
+    evaluation did goes to ``trace``)."""
     trace = trace if trace is not None else Trace()
-    pool = max(limit, POOL) if context else limit
     st = stats.read(tx)
     fl = FacetFilter(tx, flt, st["active"], (st["updates"], st["deleted"]))
     pend = pending_view(tx, st)
@@ -121,36 +150,37 @@ def search(tx: Tx, query: str, flt: Filters, limit: int, trace: Trace | None = N
         return []
     lists = _plan(tx, st, query_terms(query), pend)
     trace.lists, trace.postings = len(lists), sum(lst.df for lst in lists)
+    plan = QueryPlan(tx, query, limit, st, fl, pend, lists, trace, options)
     acc = Sums(_docno_bound(tx, pend), reuse(tx))
-    hits = _evaluate(tx, query, limit, trace, prune, context, pool, fl, pend, lists, acc, st)
+    hits = _evaluate(plan, acc)
     acc.release()               # only after a search that ended well: its arrays are known clean
     return hits
 
 
-def _evaluate(tx: Tx, query: str, limit: int, trace: Trace, prune: bool, context: bool, pool: int,
-              fl: FacetFilter, pend: PendingView, lists: list[QueryList], acc: Sums, st: dict[str, int]) -> list[Hit]:
+def _evaluate(plan: QueryPlan, acc: Sums) -> list[Hit]:
     """:func:`search` once the query's lists are planned and the sums laid out."""
-    wholes = [exact_key(f, query) for f in range(_NF)]
-    done = _score_pending(wholes, lists, pend, fl, acc)
-    _add_whole_matches(tx, wholes, acc, fl)
+    fl, trace = plan.filter, plan.trace
+    wholes = [exact_key(f, plan.query) for f in range(_NF)]
+    done = _score_pending(plan, acc, wholes)
+    _add_whole_matches(plan.tx, wholes, acc, fl)
     only = fl.allowed_docnos if fl.materialize(ALLOWED_MAX) else None
     admit = Admit(fl.meets, only, done, fl.checks, fl.ready)
-    if only is not None and _walk(lists, fl.size):
+    if only is not None and _walk(plan.lists, fl.size):
         trace.path = "walk"
-        for lst in lists:
+        for lst in plan.lists:
             _read(lst, acc, trace, only)
-        docs = acc.docs()
-        candidates = docs
+        candidates = acc.docs()
         rest: list[QueryList] = []
         dropped: list[tuple[np.ndarray, int]] = []
     else:
         trace.path = "top-k"
-        candidates, rest, dropped = _top_k(lists, acc, admit, pool, done, trace, prune)
-    if context:
-        complete = np.sort(np.concatenate([candidates, np.fromiter(done, np.int64, len(done))]))
+        candidates, rest, dropped = _top_k(plan, acc, admit, done)
+    if plan.options.context:
+        complete = np.sort(np.concatenate([candidates, done]))
         completed = _Completion(acc, rest, complete, dropped, trace)
-        return _rank_in_context(tx, acc, candidates, completed, admit, fl, limit, lists, pend, st)
-    return _rank(acc, [(_reported(acc.score(d)), d) for d in candidates.tolist()], fl, limit, admit)
+        return _rank_in_context(plan, acc, candidates, completed, admit)
+    own = acc.scores(candidates).tolist()         # each as acc.score gives it, in one array step
+    return _rank(acc, [(_reported(v), d) for v, d in zip(own, candidates.tolist())], fl, plan.limit, admit)
 
 
 # --------------------------------------------------------------------- plan
@@ -198,29 +228,27 @@ def _docno_bound(tx: Tx, pend: PendingView) -> int:
     return max(top, pend.top) + 1
 
 
-def _score_pending(wholes: list[bytes], lists: list[QueryList], pend: PendingView, fl: FacetFilter,
-                   acc: Sums) -> AbstractSet[int]:
-    """Whole scores of the pending documents that pass; returns their docnos.
-    ``wholes`` are the query's whole-text keys, one per field."""
+def _score_pending(plan: QueryPlan, acc: Sums, wholes: list[bytes]) -> np.ndarray:
+    """Whole scores of the pending documents that pass; returns their docnos
+    (ascending).  ``wholes`` are the query's whole-text keys, one per field.
+    Each document's sum adds its lists in order, then its whole match, as
+    for a merged document."""
+    pend = plan.pending
     if not pend:
-        return frozenset()
-    sums: list[dict[int, float]] = [{} for _ in range(_NF)]
-    done = pend.passing(*fl.pending_conditions())
-    for lst in lists:              # each document's sum adds its lists in order, then its whole match
-        c, d = lst.factor()
-        field, term, weight, mine = lst.field, lst.term, lst.weight, sums[lst.field]
-        for p in pend.with_term(field, term):
-            if p.docno in done:
-                tf = p.tfs[field][term]
-                mine[p.docno] = mine.get(p.docno, 0.0) + weight * tf / (tf + c + d * p.lengths[field])
+        return np.zeros(0, np.int64)
+    done = pend.passing(*plan.filter.pending_conditions())
+    every = len(done) == len(pend)
+    for lst in plan.lists:
+        found = pend.postings(lst.field, lst.term)
+        if not every:
+            keep = member(found.docnos, done)
+            found = Postings(found.docnos[keep], found.tfs[keep], found.lengths[keep])
+        acc.add(lst.field, found.docnos, lst.terms(found.tfs, found.lengths))
     for f, key in enumerate(wholes):
-        mine = sums[f]
-        for p in pend.with_whole(key):
-            if p.docno in done:
-                mine[p.docno] = mine.get(p.docno, 0.0) + WHOLE
-    for f, mine in enumerate(sums):
-        order = sorted(mine)             # in docno order, as the records are
-        acc.add(f, np.array(order, np.int64), np.fromiter(map(mine.__getitem__, order), float, len(order)))
+        docnos = np.array(pend.with_whole(key), np.int64)
+        if not every:
+            docnos = docnos[member(docnos, done)]
+        acc.add(f, docnos, np.full(len(docnos), WHOLE))
     return done
 
 
@@ -249,15 +277,18 @@ def _read(lst: QueryList, acc: Sums, trace: Trace, only: np.ndarray | None = Non
     acc.add(lst.field, only[hit], lst.terms(tfs, lengths))
 
 
-def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: AbstractSet[int],
-           trace: Trace, prune: bool) -> tuple[np.ndarray, list[QueryList], list[tuple[np.ndarray, int]]]:
-    """Read lists whole while an unseen document could still make the top k;
-    then complete, list by list from the lists left, the candidates that
-    still could — dropping, after each list, those that no longer can.
-    Returns the candidates completed (sorted), the lists not read whole, and
-    the candidates dropped, each group with how many of those lists its sums
-    hold."""
-    order = sorted(lists, key=lambda lst: -lst.weight)
+def _top_k(plan: QueryPlan, acc: Sums, admit: Admit,
+           done: np.ndarray) -> tuple[np.ndarray, list[QueryList], list[tuple[np.ndarray, int]]]:
+    """Read the query's merged lists whole while an unseen document could
+    still make the top k (k: the plan's pool); then complete, list by list
+    from the lists left, the candidates that still could — dropping, after
+    each list, those that no longer can.  ``done``: the pending documents,
+    scored whole.  Returns the candidates completed (sorted), the lists not
+    read whole, and the candidates dropped, each group with how many of
+    those lists its sums hold.  A list with no merged postings adds nothing
+    to any document here: it is left out (on a small store, all are)."""
+    k, trace, prune = plan.pool, plan.trace, plan.options.prune
+    order = sorted((lst for lst in plan.lists if lst.df), key=lambda lst: -lst.weight)
     theta, top = acc.kth_top(k, admit)
     while order and (not prune or _bound(order) >= theta - EPS):
         lst = order.pop(0)
@@ -270,8 +301,7 @@ def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: Abstra
         return np.sort(docs), [], []
     need = docs[_could(acc, docs, order, theta)]
     need = np.sort(need[admit.settled(need)])      # those that fail need no completing
-    pending_done = np.array(sorted(done), np.int64)
-    probe = need[~member(need, pending_done)] if done else need
+    probe = need[~member(need, done)] if len(done) else need
     dropped: list[tuple[np.ndarray, int]] = []
     for i, lst in enumerate(order):
         _read(lst, acc, trace, probe)
@@ -281,7 +311,7 @@ def _top_k(lists: list[QueryList], acc: Sums, admit: Admit, k: int, done: Abstra
             if not keep.all():
                 dropped.append((probe[~keep], i + 1))
             probe = probe[keep]
-            need = np.sort(np.concatenate([probe, need[member(need, pending_done)]])) if done else probe
+            need = np.sort(np.concatenate([probe, need[member(need, done)]])) if len(done) else probe
     return need, order, dropped
 
 
@@ -383,17 +413,17 @@ def _take(ordered, acc: Sums, fl: FacetFilter, limit: int, admit: Admit | None) 
     return hits, False
 
 
-def _rank_in_context(tx: Tx, acc: Sums, candidates: np.ndarray, completion: _Completion, admit: Admit,
-                     fl: FacetFilter, limit: int, lists: list[QueryList], pend: PendingView,
-                     st: dict[str, int]) -> list[Hit]:
+def _rank_in_context(plan: QueryPlan, acc: Sums, candidates: np.ndarray, completion: _Completion,
+                     admit: Admit) -> list[Hit]:
     """The best ``limit`` messages once raised by their context
     (:mod:`projections.context`), among the best ``max(limit, POOL)``
     candidates by their own score and every message with an own match in one
     of their windows (a short reply beside a strong match), ranked by :func:`_rank`."""
-    best = acc.best(candidates, max(limit, POOL), admit)
-    content = [lst for lst in lists if lst.field == 0]
-    with ContextScorer(tx, content, [lst.q for lst in content], pend, st["active"],
-                       session_index.count(tx), st["body_bytes"]) as scorer:
+    tx, st = plan.tx, plan.stats
+    best = acc.best(candidates, plan.pool, admit)
+    content = [lst for lst in plan.lists if lst.field == 0]
+    with ContextScorer(tx, content, plan.pending, st["active"], session_index.count(tx),
+                       st["body_bytes"]) as scorer:
         pool = set(best)
         near = {n for window in scorer.windows(best).values() for n in window}
         near.difference_update(pool)
@@ -404,7 +434,7 @@ def _rank_in_context(tx: Tx, acc: Sums, candidates: np.ndarray, completion: _Com
             pool.update(matched[admit(matched)].tolist())
         ctx = scorer.scores(sorted(pool))
     boosted = [(_reported(1.0 - (1.0 - acc.score(d)) * (1.0 - CONTEXT_WEIGHT * ctx[d])), d) for d in pool]
-    return _rank(acc, boosted, fl, limit, None)
+    return _rank(acc, boosted, plan.filter, plan.limit, None)
 
 
 def _reported(s: float) -> float:

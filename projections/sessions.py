@@ -140,49 +140,40 @@ def _store(tx: Tx, changes: OpenSessions, session_id: str, opened: _Open, old_co
     changes.unwritten[key] = opened
 
 
-def added_newest_many(changes: OpenSessions, session_id: str, written: list[Message]) -> bool:
-    """What :func:`added` does for each of ``written`` (messages of the
-    session) in turn, when each is newer than the newest this transaction
-    knows of its session (only the count and the end move); else False,
-    changing nothing."""
-    opened = changes.opened.get(session_id)
-    if opened is None or opened.newest is None or not opened.entry.message_count:
-        return False
-    newest, kinds = opened.newest, opened.entry.kind_counts
+def added(tx: Tx, changes: OpenSessions, session_id: str, written: list[Message]) -> None:
+    """Count messages of the session, in log order, that ``history`` already
+    lists.  When each is newer than the newest this transaction knows of the
+    session (a replay's, an import's, a live write's usual case), only the
+    count and the end move; else the session's ends are read from ``history``
+    (an end moved iff it is one of ``written``: the same entry as counting
+    them one at a time)."""
+    opened = changes.open(tx, session_id)
+    count, kinds, started, last = opened.entry
+    for msg in written:
+        kinds[KINDS.index(msg.metadata.memory_kind)] += 1
+    if count and opened.newest is not None and _newer_in_turn(opened.newest, written):
+        opened.entry = SessionEntry(count + len(written), kinds, started, written[-1].timestamp)
+        opened.newest = written[-1].message_id
+        changes.unwritten[session_id.encode("utf-8")] = opened
+        return
+    ends = history.first_last(tx, session_id)
+    if ends is None:
+        raise CorruptStoreError("history does not list the messages just written")
+    first_id, last_id = ends
+    times = {msg.message_id: msg.timestamp for msg in written}
+    opened.entry = SessionEntry(count + len(written), kinds, times.get(first_id, started),
+                                times.get(last_id, last))
+    opened.newest = last_id
+    _store(tx, changes, session_id, opened, count, started)
+
+
+def _newer_in_turn(newest: str, written: list[Message]) -> bool:
+    """Whether each of ``written`` has a greater id than the one before it, the first than ``newest``."""
     for msg in written:
         if not msg.message_id > newest:
             return False
         newest = msg.message_id
-    for msg in written:
-        kinds[KINDS.index(msg.metadata.memory_kind)] += 1
-    count, _, started, _ = opened.entry
-    opened.entry = SessionEntry(count + len(written), kinds, started, written[-1].timestamp)
-    opened.newest = newest
-    changes.unwritten[session_id.encode("utf-8")] = opened
     return True
-
-
-def added(tx: Tx, changes: OpenSessions, session_id: str, message_id: str, timestamp: int, kind: str) -> None:
-    """Count a message that ``history`` already lists under the session."""
-    opened = changes.open(tx, session_id)
-    count, kinds, started, last = opened.entry
-    kinds[KINDS.index(kind)] += 1
-    if count and opened.newest is not None and message_id > opened.newest:
-        # the session's newest message (a replay's, an import's usual case): only its count and end move
-        opened.entry = SessionEntry(count + 1, kinds, started, timestamp)
-        opened.newest = message_id
-        changes.unwritten[session_id.encode("utf-8")] = opened
-        return
-    first_id: str | None
-    last_id: str | None
-    if opened.newest is not None and message_id > opened.newest:
-        first_id, last_id = None, message_id    # newer than the newest: the last, not the first
-    else:
-        first_id, last_id = history.first_last(tx, session_id) or (None, None)
-    opened.entry = SessionEntry(count + 1, kinds, timestamp if first_id == message_id else started,
-                                timestamp if last_id == message_id else last)
-    opened.newest = last_id
-    _store(tx, changes, session_id, opened, count, started)
 
 
 def removed(tx: Tx, changes: OpenSessions, session_id: str, message_id: str, kind: str) -> None:

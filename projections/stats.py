@@ -40,15 +40,6 @@ class Counters:
         for k, v in more.items():
             current[k] += v
 
-    def written(self, tx: Tx, body_bytes: int, metadata_bytes: int) -> None:
-        """Count a written message (what ``add`` with these three keys does, for the most common event)."""
-        current = self._current
-        if current is None:
-            current = self._current = read(tx)
-        current["active"] += 1
-        current["body_bytes"] += body_bytes
-        current["metadata_bytes"] += metadata_bytes
-
     def current(self, tx: Tx) -> dict[str, int]:
         """The statistics as they stand in this transaction."""
         return dict(self._current) if self._current is not None else read(tx)

@@ -102,7 +102,7 @@ class MemoryService:
         def command(w: WriteTx) -> Message:
             now = w.now_ms()
             msg = validation.message(Message(w.new_id(now), session_id, role, content, now, now, 1, metadata))
-            w.append(MessageWritten(msg, principal.name))
+            w.append([MessageWritten(msg, principal.name)])
             return msg
         msg = self.submit(command)
         if not principal.limited:
@@ -124,7 +124,7 @@ class MemoryService:
             updated_at = max(w.now_ms(), old.updated_at)
             new = validation.message(replace(msg, content=msg.content if new_content is None else new_content,
                                              metadata=meta, revision=old.revision + 1, updated_at=updated_at))
-            w.append(MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta, principal.name))
+            w.append([MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta, principal.name)])
             return True, new
         changed, msg = self.submit(command)
         if not principal.limited:
@@ -140,7 +140,7 @@ class MemoryService:
             if state is None or (session_id is not None and state.session_id != session_id) \
                     or not principal.sees(state.session_id):
                 return False
-            w.append(MessageDeleted(message_id, principal.name, w.now_ms()))
+            w.append([MessageDeleted(message_id, principal.name, w.now_ms())])
             return True
         return {"status": "OK" if self.submit(command) else "NOT_FOUND"}
 
@@ -166,7 +166,7 @@ class MemoryService:
                     if messages.load(w, state) != msg:
                         raise ConflictError("message_id: a live message has this id and other contents")
                     continue
-                w.append(MessageWritten(msg, by or default_principal))
+                w.append([MessageWritten(msg, by or default_principal)])
                 top, written = max(top, to_bytes(msg.message_id)), written + 1
             self.store.raise_last_id(w, top)
             return written

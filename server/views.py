@@ -29,7 +29,7 @@ def hits(seen: Seen, query: str, flt: Filters, limit: int, boost: bool,
     from projections import search as search_index  # the ranker loads numpy: not at start-up
     asked = limit
     while True:
-        hits = search_index.search(seen.tx, query, flt, asked, context=boost)
+        hits = search_index.search(seen.tx, query, flt, asked, options=search_index.Options(context=boost))
         kept = []
         for hit in hits:
             if not seen.session(hit.doc.session_id):

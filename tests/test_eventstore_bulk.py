@@ -27,15 +27,15 @@ def steps(count: int):
             mid = w.new_id(now)
             ids.append(mid)
             meta = Metadata(tags=(f"t{n % 4}",), relations=(("related_to", ids[0]),) if n else ())
-            w.append(MessageWritten(Message(mid, f"s{n % 3}", "user", f"deploy note {n} retry budget", now, now,
-                                            1, meta)))
+            w.append([MessageWritten(Message(mid, f"s{n % 3}", "user", f"deploy note {n} retry budget", now, now,
+                                             1, meta))])
         return command
 
     def update(n):
-        return lambda w: w.append(MessageUpdated(ids[n], 2, w.now_ms(), f"deploy note {n} revised", Metadata()))
+        return lambda w: w.append([MessageUpdated(ids[n], 2, w.now_ms(), f"deploy note {n} revised", Metadata())])
 
     def delete(n):
-        return lambda w: w.append(MessageDeleted(ids[n]))
+        return lambda w: w.append([MessageDeleted(ids[n])])
     return ([write(n) for n in range(count)] + [update(n) for n in range(0, count, 3)]
             + [delete(n) for n in range(1, count, 5)])
 

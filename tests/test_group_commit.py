@@ -25,7 +25,7 @@ def _write(session: str, content: str):
     def command(w: WriteTx):
         now = w.now_ms()
         msg = Message(w.new_id(now), session, "user", content, now, now, 1, Meta())
-        w.append(MessageWritten(msg))
+        w.append([MessageWritten(msg)])
         return msg.message_id
     return command
 
@@ -36,7 +36,7 @@ def _delete_newest(session: str):
         ends = history.first_last(w, session)
         if ends is None:
             raise NotFoundError("session_id: no live message")
-        w.append(MessageDeleted(ends[1]))
+        w.append([MessageDeleted(ends[1])])
         return ends[1]
     return command
 

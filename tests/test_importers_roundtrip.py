@@ -125,7 +125,7 @@ def test_an_empty_content_written_by_an_older_import_is_exported_as_importers_wr
     with EventStore(f"{tmp_path}/store", Projector()) as store:      # what the old importer appended
         def command(w):
             mid = w.new_id(w.now_ms())
-            w.append(written(mid, "s", "user", "", 5, 5, 1, Metadata(tags=("claude-code", "tool_result"))))
+            w.append([written(mid, "s", "user", "", 5, 5, 1, Metadata(tags=("claude-code", "tool_result")))])
         store.execute(command)
     first = round_trip(f"{tmp_path}/store", str(tmp_path))
     last = json.loads(first.splitlines()[-1])
@@ -225,7 +225,7 @@ def test_the_bulk_writer_checks_every_message_it_builds(tmp_path):
 def test_export_refuses_a_stored_message_it_cannot_make_valid_naming_it_and_writes_nothing(tmp_path, capsys):
     with EventStore(f"{tmp_path}/store", Projector()) as store:      # what no writer of today can append
         def command(w):
-            w.append(written("01M8S3A2BVKRJCXA58W33Y923A", "s", "user", "x", 5, 5, 1, Metadata(tags=("a", "a"))))
+            w.append([written("01M8S3A2BVKRJCXA58W33Y923A", "s", "user", "x", 5, 5, 1, Metadata(tags=("a", "a")))])
         store.execute(command)
     out = tmp_path / "x.jsonl"
     assert main(["export", "--store", f"{tmp_path}/store", "--out", str(out)]) == 2

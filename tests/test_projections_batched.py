@@ -1,6 +1,7 @@
-"""Events projected a batch at once (``WriteTx.append_many``, the replay's
-batches) leave every sub-database byte for byte as projecting them one by
-one, each in a transaction of its own, does."""
+"""The read models do not depend on how the log is cut into batches: events
+appended a batch at once (``WriteTx.append``, the replay's batches) leave
+every sub-database byte for byte as appending them in batches of one, each in
+a transaction of its own, does."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def dump(store: EventStore) -> dict[str, list[tuple[bytes, bytes]]]:
 def one_by_one(path: str, events: list) -> dict:
     with EventStore(path, Projector(SMALL)) as store:
         for event in events:
-            store.execute(lambda w, event=event: w.append(event))
+            store.execute(lambda w, event=event: w.append([event]))
         return dump(store)
 
 
@@ -87,7 +88,7 @@ def batched(path: str, runs: list[list], bulk: bool) -> tuple[dict, dict]:
     """The read models after appending each run at once, and after replaying that log."""
     with EventStore(path, Projector(SMALL)) as store:
         for run in runs:
-            store.execute(lambda w, run=run: w.append_many(run), bulk=bulk)
+            store.execute(lambda w, run=run: w.append(run), bulk=bulk)
         appended = dump(store)
         store.rebuild_projections()
         return appended, dump(store)
@@ -107,10 +108,10 @@ def test_a_batch_appends_its_events_with_consecutive_sequence_numbers_and_their_
     events = [MessageWritten(Message(message_id(n), "s", "user", f"text {n}", 1_700_000_000_000 + n,
                                      1_700_000_000_000 + n)) for n in range(1, 4)]
     with tempfile.TemporaryDirectory() as path, EventStore(path, Projector(SMALL)) as store:
-        store.execute(lambda w: w.append(events[0]))
+        store.execute(lambda w: w.append([events[0]]))
 
         def rest(w):
-            w.append_many(events[1:])
+            w.append(events[1:])
             return list(w.appended)
         appended = store.execute(rest)
         with store.read() as tx:

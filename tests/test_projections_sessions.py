@@ -6,7 +6,8 @@ import pytest
 from helpers import Clock
 from strategies import open_service, write
 
-from eventstore.events import KINDS
+from eventstore import ids
+from eventstore.events import KINDS, Message, MessageWritten, Metadata
 from projections import sessions
 
 
@@ -136,3 +137,26 @@ def test_an_entry_read_back_from_the_bytes_this_process_wrote_is_a_copy_of_its_o
     assert sessions.SessionEntry.decode(raw) == (3, [1, 0, 2, 0, 0, 0], 1_000, 2_000)
     sessions._WRITTEN.clear()                   # decoded from the bytes: the same entry
     assert sessions.SessionEntry.decode(raw) == (3, [1, 0, 2, 0, 0, 0], 1_000, 2_000)
+
+
+def test_a_batch_around_a_session_moves_both_its_ends_and_its_place_in_the_order(svc):
+    """A batch whose messages sort before the session's first and after its last
+    (an import of ids given elsewhere) moves each end to the message that holds it,
+    in a transaction that already counted the session (its entry held, not reread)."""
+    def mid(ms: int) -> str:
+        return ids.to_str((ms << 80).to_bytes(16, "big"))
+
+    def msg(ms: int, ts: int, kind: str = "conversation") -> MessageWritten:
+        return MessageWritten(Message(mid(ms), "s", "user", "x", ts, ts, 1, Metadata(memory_kind=kind)))
+
+    def command(w):
+        w.append([msg(500, 5_000), msg(600, 6_000)])
+        w.append([msg(900, 9_000, "episode"), msg(100, 1_000), msg(300, 3_000), msg(700, 7_000)])
+    write(svc, "other session", session="t")
+    svc.store.execute(command)
+    got = entry(svc, "s")
+    assert (got["message_count"], got["started_at"], got["last_message_at"]) == (6, 1_000, 9_000)
+    assert got["kind_counts"]["episode"] == 1 and got["kind_counts"]["conversation"] == 5
+    assert [s["session_id"] for s in listing(svc)] == ["s", "t"]
+    with svc.store.read() as tx:
+        assert [sid for _, sid in sessions.ordered(tx, None)] == ["s", "t"]

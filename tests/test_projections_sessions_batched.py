@@ -59,7 +59,7 @@ def apply(path: str, events: list, batched: bool) -> dict:
     try:
         def all_at_once(w):
             for i, event in enumerate(events):
-                w.append(event)
+                w.append([event])
                 counts = model_counts(events[:i + 1])
                 assert {s: (sessions.get(w, s, w.state.sessions) or [0])[0] for s in SESSIONS} == \
                     {s: counts.get(s, 0) for s in SESSIONS}
@@ -68,7 +68,7 @@ def apply(path: str, events: list, batched: bool) -> dict:
             svc.store.execute(all_at_once)
         else:
             for event in events:
-                svc.store.execute(lambda w, event=event: w.append(event))
+                svc.store.execute(lambda w, event=event: w.append([event]))
         return dump_projections(svc.store)
     finally:
         svc.close()

@@ -99,7 +99,7 @@ def test_records_out_of_order_or_after_a_seal_are_refused_and_change_nothing(sto
 
 def test_a_store_written_outside_replication_is_refused(store):
     apply_records(store, Position(1, 0), False, [record(1, history(1)[0])])
-    store.execute(lambda w: w.append(MessageDeleted(history(1)[0].message.message_id)))   # behind the stream's back
+    store.execute(lambda w: w.append([MessageDeleted(history(1)[0].message.message_id)]))   # behind the stream's back
     with pytest.raises(CorruptStoreError, match="written outside replication"):
         apply_records(store, Position(1, 1), False, [record(2, history(2)[1])])
 

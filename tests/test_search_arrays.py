@@ -204,7 +204,8 @@ def test_sum_arrays_handed_from_search_to_search_rank_as_fresh_ones(store_path, 
 def test_an_allowed_set_answers_alike_by_binary_search_and_as_a_bool_array(allowed, done, asked, threshold):
     """Admit's set lookups: by search for few documents, by a bool array over
     the docnos for many (docnos past the greatest allowed one included)."""
-    admit = evaluation.Admit(lambda d: np.ones(len(d), bool), np.array(sorted(allowed), np.int64), done, False)
+    admit = evaluation.Admit(lambda d: np.ones(len(d), bool), np.array(sorted(allowed), np.int64),
+                             np.array(sorted(done), np.int64), False)
     asked = [*asked, *allowed, *done]           # every member asked of, besides the others
     docnos = np.array(asked, np.int64)
     expected = [d in allowed or d in done for d in asked]

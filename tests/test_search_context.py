@@ -35,7 +35,8 @@ def test_a_reply_whose_neighbours_carry_the_query_ranks_above_a_turn_sharing_one
         turns = conversation(svc)
         query = "when did caroline go to the support group"
         with svc.store.read() as tx:
-            plain = [h.doc.message_id for h in search.search(tx, query, Filters(), 10, context=False)]
+            own = search.Options(context=False)
+            plain = [h.doc.message_id for h in search.search(tx, query, Filters(), 10, options=own)]
         assert plain.index(turns["noise"]) < plain.index(turns["reply"])     # by its own words alone
         found = ids(svc, query)
         assert found.index(turns["reply"]) < found.index(turns["noise"])     # with its neighbours

@@ -64,7 +64,7 @@ def test_pruned_evaluation_gives_exactly_the_exhaustive_top_k(big, query):
     def hits(prune: bool) -> list[tuple]:
         with big.store.read() as tx:
             return [(h.doc.message_id, h.score, h.breakdown)
-                    for h in search.search(tx, query, Filters(), 10, prune=prune)]
+                    for h in search.search(tx, query, Filters(), 10, options=search.Options(prune=prune))]
     assert hits(prune=True) == hits(prune=False)        # False: every list read whole
 
 
@@ -72,7 +72,8 @@ def test_pruned_evaluation_gives_exactly_the_exhaustive_top_k(big, query):
 def test_a_common_word_is_only_probed_once_rare_ones_settle_the_top(big, limit):
     trace = search.Trace()
     with big.store.read() as tx:
-        hits = search.search(tx, "zebra status", Filters(), limit, trace, context=False)   # own fields' evaluation
+        own = search.Options(context=False)                                 # own fields' evaluation
+        hits = search.search(tx, "zebra status", Filters(), limit, trace, own)
     assert len(hits) == limit and trace.path == "top-k"
     assert trace.postings > 600 - trace.pending        # "status" is in every merged message ...
     assert trace.read < 10 and 0 < trace.probes <= 4   # ... but only zebra's 4 are looked up
@@ -146,7 +147,7 @@ def test_a_time_window_gives_exactly_the_exhaustive_top_k_whichever_way_it_is_ap
 
     def hits(query: str, prune: bool) -> list[search.Hit]:
         with svc.store.read() as tx:
-            return search.search(tx, query, flt, 10, prune=prune, context=True)
+            return search.search(tx, query, flt, 10, options=search.Options(prune=prune))
 
     found = 0
     for query in QUERIES:
@@ -182,7 +183,7 @@ def test_filtered_pruned_evaluation_gives_exactly_the_exhaustive_top_k(corpus, f
 
     def hits(query: str, prune: bool) -> list[search.Hit]:
         with svc.store.read() as tx:
-            return search.search(tx, query, flt, 10, prune=prune, context=context)
+            return search.search(tx, query, flt, 10, options=search.Options(prune, context))
 
     def passes(doc) -> bool:
         return (doc.importance >= flt.min_importance and flt.session_id in (None, doc.session_id)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from projections import index as terms
 from projections.index import IndexConfig
-from projections.index.chunks import boundary, cut_list, merge_list
+from projections.index.chunks import Change, boundary, cut_list, merge_list
 
 CUT = IndexConfig(chunk=8).cut      # one docno in 8 is a boundary, so small lists have several chunks
 PREFIX = terms.list_prefix(0, "word")
@@ -34,15 +34,15 @@ def test_batches_appended_one_merge_at_a_time_leave_the_canonical_chunks(tmp_pat
         lengths: list[int] = []
         with env.begin(write=True, db=db) as txn, txn.cursor() as cur:
             for neighbour in NEIGHBOURS:
-                merge_list(cur, neighbour, [1], None, [3], set(), CUT)
+                merge_list(cur, neighbour, Change([1], None, [3]), CUT)
             for batch in batches:
                 start = docnos[-1] if docnos else 0
                 new = [start + sum(gap for gap, _, _ in batch[:i + 1]) for i in range(len(batch))]
                 new_tfs = [1 if all_ones else tf for _, tf, _ in batch]
                 new_lengths = [length for _, _, length in batch]
                 bounds = {d for d in new if boundary(d, CUT)}
-                merge_list(cur, PREFIX, new, None if all_ones else new_tfs, new_lengths, set(), CUT,
-                           bounds if len(batch) % 2 else None)
+                merge_list(cur, PREFIX, Change(new, None if all_ones else new_tfs, new_lengths,
+                                               bounds=bounds if len(batch) % 2 else None), CUT)
                 docnos, tfs, lengths = docnos + new, tfs + new_tfs, lengths + new_lengths
             stored = [(k, v) for k, v in txn.cursor(db=db) if k.startswith(PREFIX)]
             assert stored == cut_list(PREFIX, docnos, tfs, lengths, CUT)

@@ -13,7 +13,7 @@ from eventstore.errors import CorruptStoreError
 from eventstore.events import Metadata
 from projections import index as terms
 from projections.index import FieldEntry, IndexConfig
-from projections.index.chunks import cut_list, merge_list
+from projections.index.chunks import Change, cut_list, merge_list
 from projections.index.lists import PostingLists
 from projections.search import Filters
 from server.service import MemoryService
@@ -84,7 +84,7 @@ def _merge_and_compare(path: str, ops) -> None:
     prefix, neighbour = terms.list_prefix(0, "word"), terms.list_prefix(0, "wore")
     live: dict[int, tuple[int, int]] = {}
     with env.begin(write=True, db=db) as txn, txn.cursor() as cur:
-        merge_list(cur, neighbour, [5, 9], None, [3, 3], set(), CUT)   # a list right after
+        merge_list(cur, neighbour, Change([5, 9], None, [3, 3]), CUT)   # a list right after
         for adding, batch in ops:
             batch = sorted(set(batch))
             if adding:
@@ -92,13 +92,13 @@ def _merge_and_compare(path: str, ops) -> None:
                 if not batch:
                     continue
                 tfs, lengths = [d % 3 + 1 for d in batch], [d % 300 for d in batch]
-                merge_list(cur, prefix, batch, tfs, lengths, set(), CUT)
+                merge_list(cur, prefix, Change(batch, tfs, lengths), CUT)
                 live.update(zip(batch, zip(tfs, lengths)))
             else:
                 gone = {d for d in batch if d in live}
                 if not gone:
                     continue
-                merge_list(cur, prefix, [], None, [], gone, CUT)
+                merge_list(cur, prefix, Change([], None, [], gone), CUT)
                 for d in gone:
                     del live[d]
         docnos = sorted(live)

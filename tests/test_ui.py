@@ -248,6 +248,136 @@ def test_a_named_token_signs_in_with_its_scope_read_only_limit_and_revocation(tm
             r.close()
 
 
+# -------------------------------------------------- provenance and scope on a page
+OUTSIDE = "outside-7f3a"                         # text of messages outside agent-a's scope
+ODD_PRINCIPAL = "import:<b>src</b>\u202e"        # a principal name with markup and a bidi override
+
+
+@dataclass
+class Shared:
+    """A server with named tokens, and what they wrote: ``revised`` written by agent-a and
+    updated by agent-b; ``outside`` in a session agent-a's scope leaves out, related both ways
+    to ``inside``; ``imported`` written by :data:`ODD_PRINCIPAL`."""
+
+    server: object
+    tokens: dict[str, str]
+    revised: str
+    inside: str
+    outside: str
+    imported: str
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    import asyncio
+
+    from server import tokens
+    from server.principals import Principal
+    from tools.mcp_client import connect_http, ok
+    path = str(tmp_path_factory.mktemp("ui-shared") / "store")
+    svc = MemoryService(path)
+    try:
+        write = lambda sid, content, **options: svc.write_message(sid, "user", content, Metadata(), **options)[
+            "message"]["message_id"]
+        outside = write("other/secret", f"Deploy keys live in the vault ({OUTSIDE})")
+        inside = svc.write_message("proj/a", "user", "Deploy from the release branch", Metadata(
+            relations=(("related_to", outside),)))["message"]["message_id"]
+        svc.update_message(outside, None, {"relations": (("related_to", inside),)}, None)
+        imported = write("proj/a", "Imported deploy notes", principal=Principal(ODD_PRINCIPAL))
+    finally:
+        svc.close()
+    made = {"agent-a": tokens.add(tokens.default_path(path), "agent-a", sessions=("proj/*",)),
+            "agent-b": tokens.add(tokens.default_path(path), "agent-b")}
+
+    async def write_then_update(url: str) -> str:
+        async with connect_http(url, made["agent-a"]) as a:
+            written = await ok(a, "write_message", {"session_id": "proj/a", "role": "user",
+                                                    "content": "Deploys go out on Mondays"})
+        mid = written["message"]["message_id"]
+        async with connect_http(url, made["agent-b"]) as b:
+            await ok(b, "update_message", {"message_id": mid, "content": "Deploys go out on Tuesdays",
+                                           "metadata_json": json.dumps({"tags": ["ops"]})})
+        return mid
+
+    with http_server(path) as server:
+        revised = asyncio.run(write_then_update(server.url))
+        yield Shared(server, made, revised, inside, outside, imported)
+
+
+def revision_rows(page: str) -> list[tuple[str, ...]]:
+    """(revision, principal, what changed) of each row of a message page's revisions table."""
+    table = re.search(r'<table class="revisions">(.*?)</table>', page, re.S)
+    assert table, "no revisions table"
+    cells = lambda row: tuple(re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S))
+    return [(c[0], c[2], c[3]) for c in map(cells, re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S)) if c]
+
+
+def test_a_message_page_lists_its_revisions_oldest_first_with_who_made_each_and_what_changed(shared):
+    pages = Pages(shared.server)
+    try:
+        assert pages.sign_in().status_code == 303
+        page = pages.get(f"/ui/messages/{shared.revised}").text
+        assert revision_rows(page) == [("1", "agent-a", "created"), ("2", "agent-b", "content, tags")]
+        assert re.search(r'id="written-by"><span class="principal">agent-a</span>', page)
+        assert "Tuesdays" in page and "Mondays" not in page            # the current text only
+        page = pages.get(f"/ui/messages/{shared.imported}").text
+        assert_inert(page, "imported")
+        assert "import:&lt;b&gt;src&lt;/b&gt;" in page and "<b>src" not in page and ">U+202E<" in page
+        assert revision_rows(page)[0][2] == "created"
+    finally:
+        pages.close()
+
+
+def test_after_a_compaction_a_message_page_says_who_wrote_the_first_revision_is_not_kept(store_path):
+    from server.app import AppState
+    from server.principals import Principal
+    from server.ui import pages
+    from server.ui.app import environment
+    from server.ui.reader import Reader
+    svc = MemoryService(store_path)
+    try:
+        mid = svc.write_message("s", "user", "first", Metadata(), principal=Principal("agent-a"))["message"][
+            "message_id"]
+        svc.update_message(mid, "second", {}, None, principal=Principal("agent-b"))
+        svc.rebuild()
+        page = pages.message(Reader(AppState(svc, None, None, None), Principal("agent-c")), mid)
+        html = environment().get_template(page.template).render(**page.values, principal="agent-c", signed_in=True,
+                                                                path="/ui/", csrf="")
+    finally:
+        svc.close()
+    assert revision_rows(html) == [("2", "agent-b", "rewritten")]
+    assert "not kept (revisions before 2 were dropped" in html and "agent-a" not in html
+
+
+def test_a_session_limited_token_sees_on_the_pages_only_its_sessions_and_nothing_outside(shared):
+    a = Pages(shared.server)
+    try:
+        assert a.sign_in(shared.tokens["agent-a"]).status_code == 303
+        listing = a.get("/ui/").text
+        assert text.segment("proj/a") in listing and "other" not in listing and OUTSIDE not in listing
+        answer = a.get(f"/ui/messages/{shared.outside}")
+        assert answer.status_code == 404 and "NOT_FOUND" in answer.text
+        assert 'action="/ui/signin"' not in answer.text                  # the error page, signed in
+        assert OUTSIDE not in answer.text and "vault" not in answer.text and "other/secret" not in answer.text
+        page = a.get(f"/ui/messages/{shared.inside}").text                # related both ways to outside
+        assert "release branch" in page and shared.outside not in page and OUTSIDE not in page
+        assert revision_rows(page) == [("1", "local", "created")]
+        results = a.get("/ui/search", params={"q": "deploy"}).text
+        assert "release branch" in results and "Tuesdays" in results
+        assert OUTSIDE not in results and "vault" not in results and shared.outside not in results
+        assert a.get(f"/ui/messages/{shared.outside}/delete").status_code == 404
+        assert a.get("/ui/sessions/other%2Fsecret").status_code == 404
+    finally:
+        a.close()
+    full = Pages(shared.server)                                           # the same pages see it all
+    try:
+        assert full.sign_in(shared.tokens["agent-b"]).status_code == 303
+        assert "vault" in full.get("/ui/search", params={"q": "deploy"}).text
+        assert shared.outside in full.get(f"/ui/messages/{shared.inside}").text
+    finally:
+        full.close()
+
+
 # -------------------------------------------------------- Host, Origin, headers
 def test_a_foreign_host_or_origin_is_refused_as_on_mcp(signed_in, ids):
     for url in urls(ids)[:2] + ["/ui/signin"]:

@@ -134,6 +134,8 @@ def test_a_person_signs_in_browses_searches_follows_a_relation_deletes_and_signs
         page.click(f"ul.rels a[href='/ui/messages/{ids.deploy}']")
         page.wait_for_url(f"**/ui/messages/{ids.deploy}")
         assert "depends_on" in visit.text() and ids.tool in visit.text()
+        cells = page.locator("table.revisions tr").nth(1).locator("td").all_inner_texts()
+        assert [cells[0], *cells[2:]] == ["1", "local", "created"], cells        # cells[1]: the time
         visit.shot("04-message")
 
         # search with a filter, the words marked

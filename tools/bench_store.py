@@ -106,7 +106,7 @@ def _append_all(w: WriteTx, texts: list[str], first: int) -> None:
         now = w.now_ms()
         mid = w.new_id(now)
         session = f"session-{i % 400}"
-        w.append(MessageWritten(Message(mid, session, "user", text, now, now, 1, Metadata())))
+        w.append([MessageWritten(Message(mid, session, "user", text, now, now, 1, Metadata()))])
 
 
 def bench_replay(path: str) -> tuple[float, int, float, float]:

@@ -20,8 +20,10 @@ with three of six kinds plus a minimum importance), a message's page, and the
 health page with its chart.  ``--rounds`` fetches of each fixed page after one
 warm-up.  Also, in this process: the per-day count the chart needs
 (:meth:`MemoryService.written_per_day`), over the chart's 90 days
-(``per_day_chart``) and over every day of the store (``per_day_all``), and the whole
-1,000-message session read and rendered as one page (``whole_session``).
+(``per_day_chart``) and over every day of the store (``per_day_all``), the whole
+1,000-message session read and rendered as one page (``whole_session``), and
+the two tool calls of a message's page, context and revisions
+(``message_reads``, in microseconds).
 
 Output: one table, then one JSON record, on stdout.
 """
@@ -84,7 +86,7 @@ def build(path: str, data: str, total: int) -> dict:
                     mid = w.new_id(ts)
                     if session == BIG:
                         previous = mid
-                    w.append(MessageWritten(Message(mid, session, role, content, ts, ts, 1, meta)))
+                    w.append([MessageWritten(Message(mid, session, role, content, ts, ts, 1, meta))])
             service.store.execute(command)
             written += len(batch)
             print(f"\rbuilt {written}/{total}", end="", file=sys.stderr, flush=True)
@@ -129,9 +131,38 @@ def whole_session(path: str, rounds: int) -> dict:
             start = time.perf_counter()
             body = BY_NAME["read_messages"].call(service, {"view": "history", "session_id": BIG, "limit": BIG_SIZE})
             template.render(session_id=BIG, messages=body["history"], next_cursor=None, deleted=None, csrf="",
-                            signed_in=True, path="/ui/")
+                            signed_in=True, path="/ui/", principal="default")
             times.append(1000 * (time.perf_counter() - start))
         return _stats(times[1:])
+    finally:
+        service.close()
+
+
+def message_reads(path: str, rounds: int) -> dict:
+    """In this process: the two tool calls a message's page makes (``view=context`` and
+    ``view=revisions``) for the big session's 101st message, ``50 * rounds`` of each,
+    interleaved; medians and p95s in microseconds."""
+    from server.service import MemoryService
+    from server.tools import BY_NAME
+    call = BY_NAME["read_messages"].call
+    service = MemoryService(path)
+    try:
+        history = call(service, {"view": "history", "session_id": BIG, "limit": 101})["history"]
+        mid = history[-1]["message_id"]
+        views = {"context": {"view": "context", "message_id": mid, "before": 3, "after": 3, "relation_depth": 1},
+                 "revisions": {"view": "revisions", "message_id": mid}}
+        times: dict[str, list[float]] = {name: [] for name in views}
+        for _ in range(50 * rounds):
+            for name, args in views.items():
+                start = time.perf_counter()
+                call(service, args)
+                times[name].append(1e6 * (time.perf_counter() - start))
+        out = {}
+        for name, samples in times.items():
+            ordered = sorted(samples)
+            out[f"{name}_p50_us"] = round(ordered[len(ordered) // 2], 1)
+            out[f"{name}_p95_us"] = round(ordered[int(0.95 * len(ordered))], 1)
+        return out
     finally:
         service.close()
 
@@ -183,6 +214,10 @@ def table(record: dict) -> str:
         r = record[name]
         lines.append(f"{name:<18}{r['n']:>5}{r['p50_ms']:>9.1f}{r['p95_ms']:>9.1f}{r['max_ms']:>9.1f}"
                      f"{r['mean_ms']:>9.1f}")
+    reads = record["message_reads"]
+    lines.append(f"a message's page, in process: view=context {reads['context_p50_us']} us p50 "
+                 f"({reads['context_p95_us']} p95), view=revisions {reads['revisions_p50_us']} us p50 "
+                 f"({reads['revisions_p95_us']} p95)")
     lines.append(f"messages {record['messages']:,}; a page of the 1,000-message session is "
                  f"{record['session_page_bytes']:,} bytes; load average {record['load_average']}")
     return "\n".join(lines)
@@ -206,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         record["per_day_chart"] = per_day(path, args.rounds, DAYS)
         record["per_day_all"] = per_day(path, args.rounds, SPAN_DAYS + 1)
         record["whole_session"] = whole_session(path, args.rounds)
+        record["message_reads"] = message_reads(path, args.rounds)
         record["messages"] = record["per_day_all"]["messages"]
         record.update(measure(path, args.data, args.rounds))
         record["load_average"] = round(os.getloadavg()[0], 2)

@@ -5,6 +5,7 @@
     python -m tools.hostile probe STORE [--plan FILE]
     python -m tools.hostile lines [--json]
     python -m tools.hostile dribble [--sockets N] [--interval S] [--read-timeout S] [--seconds S]
+    python -m tools.hostile terminal [--examples N] [--seed S]
 
 ``flips`` builds a deterministic store, then for each trial copies it, flips
 1..K random bits of ``data.mdb`` and reads everything back through the MCP
@@ -40,6 +41,12 @@ token keeps calling tools (on a kept-alive connection and on a new one each
 time); it reports the client's HTTP statuses and latencies, and how long each
 dribbling connection stayed open.  It passes when every call is answered
 ``200`` and every dribbler was closed within the read timeout (plus 1 s).
+
+``terminal`` runs the hypothesis property of tests/test_cli_terminal.py with
+many more examples: for any stored session id and content, every read command
+(``sessions``, ``search``, ``history``, ``show``, ``log``), on a terminal and
+piped, prints no control, bidi or separator character but its layout's own,
+and its plain output parses back into the documented fields.
 
 Progress goes to stderr; reports are JSON on stdout.
 """
@@ -618,6 +625,23 @@ def dribble_run(sockets: int, interval: float, read_timeout: float, seconds: flo
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def terminal_property(examples: int, seed: int = 0) -> dict:
+    """The ``terminal`` run: tests/test_cli_terminal.py's property with ``examples`` examples."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hseed
+    tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import test_cli_terminal as t
+    prop = t.test_any_stored_session_id_and_content_is_shown_escaped_and_parses_back_into_its_fields
+    run = hseed(seed)(settings(max_examples=examples, deadline=None, database=None,
+                               suppress_health_check=list(HealthCheck))(
+        given(session=t.session_ids, before=t.contents, after=t.contents)(prop.hypothesis.inner_test)))
+    started = time.perf_counter()
+    run()
+    return {"examples": examples, "seed": seed, "seconds": round(time.perf_counter() - started, 1)}
+
+
 # ------------------------------------------------------------------- CLI
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.hostile", description=__doc__.split("\n")[0])
@@ -639,6 +663,9 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--interval", type=float, default=2.0, help="seconds between two bytes of a dribbler")
     d.add_argument("--read-timeout", type=float, default=5.0, help="the server's --read-timeout")
     d.add_argument("--seconds", type=float, default=15.0, help="how long the client with the token calls")
+    t = sub.add_parser("terminal", help="hypothesis-generated stored text through every read command")
+    t.add_argument("--examples", type=int, default=500)
+    t.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     say = lambda line: print(line, file=sys.stderr, flush=True)
     if args.command == "flips":
@@ -646,6 +673,9 @@ def main(argv: list[str] | None = None) -> int:
         ok = not (set(report["outcomes"]) - {"same", "refused"})
     elif args.command == "inputs":
         report = hostile_inputs(args.examples, args.seed)
+        ok = True
+    elif args.command == "terminal":
+        report = terminal_property(args.examples, args.seed)      # a failing example raises, with its text
         ok = True
     elif args.command == "lines":
         workdir = tempfile.mkdtemp(prefix="convmem-lines-")

@@ -33,6 +33,10 @@ Systems, each over the same texts and questions with a limit of 10:
   (the protocol behind the data README's reference figures; useless for
   Japanese, where a whole sentence is one "word").
 
+Each system's time per question is given twice: wall-clock (``ms_per_query``)
+and this process's CPU time (``cpu_ms_per_query``), which stays comparable on
+a shared, loaded machine where the wall-clock figure does not.
+
 Prints one table and one JSON record (stdout; ``--json`` also writes it to a
 file).  Progress goes to stderr.
 """
@@ -199,8 +203,9 @@ class Score:
     sums: dict[str, float] = field(default_factory=dict)
     n: int = 0
     seconds: float = 0.0
+    cpu: float = 0.0            # seconds of this process's CPU time (a loaded machine stretches the others)
 
-    def add(self, ranked: list[str], relevant: list[str], seconds: float) -> None:
+    def add(self, ranked: list[str], relevant: list[str], seconds: float, cpu: float = 0.0) -> None:
         rel = set(relevant)
         for k in KS:
             self.sums[f"recall@{k}"] = self.sums.get(f"recall@{k}", 0.0) + len(rel & set(ranked[:k])) / len(rel)
@@ -208,11 +213,13 @@ class Score:
         self.sums["mrr@10"] = self.sums.get("mrr@10", 0.0) + (0.0 if first is None else 1 / (first + 1))
         self.n += 1
         self.seconds += seconds
+        self.cpu += cpu
 
     def result(self) -> dict[str, float]:
         out = {k: round(v / max(self.n, 1), 3) for k, v in self.sums.items()}
         out["questions"] = self.n
         out["ms_per_query"] = round(1000 * self.seconds / max(self.n, 1), 2)
+        out["cpu_ms_per_query"] = round(1000 * self.cpu / max(self.n, 1), 2)
         return out
 
 
@@ -227,12 +234,13 @@ def evaluate(corpora: list[Corpus], systems: list[str], progress: Callable[[str]
             system = make_system(name, corpus.docs)
             try:
                 for i, (question, relevant) in enumerate(corpus.questions):
-                    start = time.perf_counter()
+                    start, cpu = time.perf_counter(), time.process_time()
                     ranked = system.search(question)
-                    seconds = time.perf_counter() - start
-                    scores[name].add(ranked, relevant, seconds)
+                    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+                    scores[name].add(ranked, relevant, seconds, cpu)
                     if corpus.categories:
-                        by_category[name].setdefault(corpus.categories[i], Score()).add(ranked, relevant, seconds)
+                        by_category[name].setdefault(corpus.categories[i], Score()).add(ranked, relevant, seconds,
+                                                                                         cpu)
             finally:
                 system.close()
     out = {s: sc.result() for s, sc in scores.items()}
@@ -243,12 +251,16 @@ def evaluate(corpora: list[Corpus], systems: list[str], progress: Callable[[str]
 
 
 # ----------------------------------------------------------------- output
-COLUMNS = (("locomo", ("recall@1", "recall@5", "recall@10", "mrr@10", "ms_per_query")),
-           ("jsquad", ("recall@1", "recall@5", "recall@10", "ms_per_query")))
+COLUMNS = (("locomo", ("recall@1", "recall@5", "recall@10", "mrr@10", "ms_per_query", "cpu_ms_per_query")),
+           ("jsquad", ("recall@1", "recall@5", "recall@10", "ms_per_query", "cpu_ms_per_query")))
+
+
+def _head(ds: str, m: str) -> str:
+    return f"{ds} {m.replace('cpu_ms_per_query', 'cpu ms/q').replace('ms_per_query', 'ms/q')}"
 
 
 def table(results: dict[str, dict[str, dict]]) -> str:
-    heads = [f"{ds} {m.replace('ms_per_query', 'ms/q')}" for ds, ms in COLUMNS for m in ms]
+    heads = [_head(ds, m) for ds, ms in COLUMNS for m in ms]
     width = max(len(s) for s in results) + 2
     lines = ["system".ljust(width) + "  ".join(h.rjust(len(h)) for h in heads)]
     for system, by_ds in results.items():
@@ -256,8 +268,8 @@ def table(results: dict[str, dict[str, dict]]) -> str:
         for (ds, ms) in COLUMNS:
             for m in ms:
                 value = by_ds.get(ds, {}).get(m)
-                h = f"{ds} {m.replace('ms_per_query', 'ms/q')}"
-                cells.append(("-" if value is None else f"{value:.3f}" if m != "ms_per_query"
+                h = _head(ds, m)
+                cells.append(("-" if value is None else f"{value:.3f}" if not m.endswith("ms_per_query")
                               else f"{value:.2f}").rjust(len(h)))
         lines.append(system.ljust(width) + "  ".join(cells))
     cats = sorted({c for by_ds in results.values() for c in by_ds.get("locomo", {}).get("by_category", {})})

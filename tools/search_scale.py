@@ -96,7 +96,7 @@ def build(path: str, data: str, total: int) -> dict:
             def command(w, batch=batch):
                 for session, role, content, meta in batch:
                     now = w.now_ms()
-                    w.append(MessageWritten(Message(w.new_id(now), session, role, content, now, now, 1, meta)))
+                    w.append([MessageWritten(Message(w.new_id(now), session, role, content, now, now, 1, meta))])
             service.store.execute(command)
             print(f"\rbuilt {min(first + BATCH, total)}/{total}", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
@@ -154,7 +154,7 @@ def work(service, questions: list[str], boost: bool = True) -> dict[str, float]:
     for question in questions:
         trace = search.Trace()
         with service.store.read() as tx:
-            search.search(tx, question, search.Filters(), LIMIT, trace, context=boost)
+            search.search(tx, question, search.Filters(), LIMIT, trace, search.Options(context=boost))
         traces.append(trace)
     n = len(traces)
     return {"lists": round(sum(t.lists for t in traces) / n, 1),

@@ -130,18 +130,31 @@ def cut_list(prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: l
     return out
 
 
-def merge_list(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int],
-               remove: set[int], cut: int, bounds: set[int] | None = None, first: int | None = None) -> None:
-    """Add (sorted) and remove postings of one list, rewriting only the chunks
-    they touch (``cur`` is a cursor on ``postings``).
+class Change(NamedTuple):
+    """What a merge does to one list: postings to add — sorted docnos, their
+    tfs (None: all 1) and lengths — and docnos to remove.  ``bounds``, when
+    given, holds every boundary among the docnos added; ``first``, when
+    known, is the index of the first of them."""
+
+    docnos: list[int]
+    tfs: list[int] | None
+    lengths: list[int]
+    remove: set[int] | frozenset[int] = frozenset()
+    bounds: set[int] | None = None
+    first: int | None = None
+
+
+def merge_list(cur, prefix: bytes, change: Change, cut: int) -> None:
+    """Make a :class:`Change` to one list, rewriting only the chunks it
+    touches (``cur`` is a cursor on ``postings``).
 
     The run rewritten starts at the chunk holding the smallest docno involved
     (or the list's first chunk), one earlier when removing (a removed first
     posting may join its chunk to the previous one), and ends with the chunk
     holding the largest; the chunk after it starts at a boundary and stays.
-    ``first``, when known, is the index of the first boundary among ``docnos``.
     """
-    if docnos and not remove and _appended(cur, prefix, docnos, tfs, lengths, cut, bounds, first):
+    docnos, tfs, lengths, remove, bounds, _ = change
+    if docnos and not remove and _appended(cur, prefix, change, cut):
         return
     low = min(docnos[0] if docnos else _MASK64, min(remove, default=_MASK64))
     high = max(docnos[-1] if docnos else 0, max(remove, default=0))
@@ -154,7 +167,7 @@ def merge_list(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, len
             break
         key = cur.key()
     if run:
-        docnos, tfs, lengths, bounds = _combined(run, docnos, tfs, lengths, remove, bounds)
+        docnos, tfs, lengths, bounds = _combined(run, change)
     new = dict(cut_list(prefix, docnos, tfs, lengths, cut, bounds)) if docnos else {}
     for k in run.keys() - new.keys():
         if cur.set_key(k):
@@ -162,13 +175,14 @@ def merge_list(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, len
     cur.putmulti(sorted(new.items()))
 
 
-def _appended(cur, prefix: bytes, docnos: list[int], tfs: list[int] | None, lengths: list[int], cut: int,
-              bounds: set[int] | None, first: int | None) -> bool:
+def _appended(cur, prefix: bytes, change: Change, cut: int) -> bool:
     """:func:`merge_list`'s usual case in a live merge — postings all after the
     list's last — done without decoding: the postings before the first
-    boundary among them (index ``first``, found when None) are spliced onto the
-    last chunk's bytes (see :func:`_extended`), the rest cut into chunks of
-    their own.  False, with nothing written, when some posting is not after the last."""
+    boundary among them (the change's ``first``, found when None) are spliced
+    onto the last chunk's bytes (see :func:`_extended`), the rest cut into
+    chunks of their own.  False, with nothing written, when some posting is
+    not after the last."""
+    docnos, tfs, lengths, _, bounds, first = change
     found = cur.set_range(prefix + docno_key(docnos[0]))
     if found and cur.key().startswith(prefix):
         return False                    # a chunk starts at or after the first posting
@@ -223,11 +237,11 @@ def _extended(key: bytes, parts: tuple[int, int, bytes, bytes | None, bytes], la
                   + old_lengths + _packed("H" if wide else "B", lengths))
 
 
-def _combined(run: dict[bytes, bytes], docnos: list[int], tfs: list[int] | None, lengths: list[int],
-              remove: set[int], bounds: set[int] | None
+def _combined(run: dict[bytes, bytes], change: Change
               ) -> tuple[list[int], list[int], list[int], set[int] | None]:
-    """The run's postings with ``docnos`` added and ``remove`` taken out, and
-    what is known of their boundaries (see :func:`cut_list`)."""
+    """The run's postings with the change made, and what is known of their
+    boundaries (see :func:`cut_list`)."""
+    docnos, tfs, lengths, remove, bounds, _ = change
     chunks = [decode_chunk(k, raw) for k, raw in run.items()]
     if len(chunks) == 1 and not remove and docnos and docnos[0] > chunks[0].docnos[-1]:
         # appending after the last chunk: its own postings hold no boundary but the first

@@ -25,7 +25,7 @@ import numpy as np
 from eventstore.transaction import Tx
 
 from .arrays import Postings, counts, decode_chunks, first_docnos
-from .chunks import merge_list
+from .chunks import Change, merge_list
 from .gather import Gathered, GatheredField, gathered_field
 from .layout import FIELDS, POSTINGS, list_prefix
 from .records import FieldEntry
@@ -133,7 +133,7 @@ class ColumnLists:
                 for f, col in enumerate(columns):
                     bounds = set(col.docnos[_boundaries(col.docnos, self.cut)].tolist())
                     for term, docnos, tfs, lengths in col.lists():
-                        merge_list(cur, list_prefix(f, term), docnos, tfs, lengths, set(), self.cut, bounds)
+                        merge_list(cur, list_prefix(f, term), Change(docnos, tfs, lengths, bounds=bounds), self.cut)
                 return
             items = []
             for f, (col, last) in enumerate(zip(columns, lasts)):

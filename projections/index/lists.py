@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from eventstore.transaction import Tx
 
-from .chunks import boundary, cut_list, merge_list
+from .chunks import Change, boundary, cut_list, merge_list
 from .layout import EXACT, FACETS, FIELDS, POSTINGS, docno_key, list_prefix
 from .records import FieldEntry, Record, note_tfs
 
@@ -76,7 +76,7 @@ class PostingLists:
         """Merge every list into the chunks stored."""
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
             for prefix, docnos, tfs, lengths, remove, first in self._each():
-                merge_list(cur, prefix, docnos, tfs, lengths, remove, self.cut, self.bounds, first)
+                merge_list(cur, prefix, Change(docnos, tfs, lengths, remove, self.bounds, first), self.cut)
 
     def put(self, tx: Tx) -> None:
         """Merge every list into the chunks stored (appended, into an empty ``postings``)."""

@@ -19,16 +19,25 @@ counts.  Within an epoch the records are kept in one append-only
 number of pending records, checked against its last key), so searches of
 older snapshots running alongside are never shown a newer record.  Anything
 else builds a new epoch.
+
+Search scores pending documents as it scores merged ones: a query term's
+pending postings in one field are three arrays (docnos, tfs, lengths, in
+docno order, :class:`~.arrays.Postings`), added to the sums in one array
+step.  An epoch builds a term's arrays the first time a search asks for
+them and extends them when records were added since, so a search pays a
+Python step only for the postings no search has asked for yet.
 """
 
 from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Set as AbstractSet
+
+import numpy as np
 
 from eventstore.transaction import Tx, WriteTx
 
+from .arrays import EMPTY, Postings
 from .docs import DOC_TIME, raw_doc
 from .layout import PENDING, docno_key, docno_of
 from .records import Pending, parsed
@@ -46,6 +55,9 @@ class _Epoch:
         self.exact: dict[bytes, list[int]] = {}             # whole-text key → indexes
         self.facets: dict[bytes, list[int]] = {}            # facet key → indexes
         self.times: list[int | None] = []                   # each one's timestamp (None: no docs row)
+        self.docnos: list[int] = []                         # each one's docno
+        self.arrays: dict[tuple[int, str], Postings] = {}   # (field, term) → the postings of a prefix of
+                                                            # its records (see :meth:`postings`)
 
     def read(self, tx: Tx, cur, found: bool) -> None:
         """Add the records from the cursor's place on (``found``: it is on one)."""
@@ -60,6 +72,7 @@ class _Epoch:
         row = raw_doc(tx, p.docno)
         self.times.append(None if row is None else int.from_bytes(row[DOC_TIME:DOC_TIME + 8], "big"))
         self.index[p.docno] = i
+        self.docnos.append(p.docno)
         for terms, tfs in zip(self.terms, p.tfs):
             for term in tfs:
                 terms.setdefault(term, []).append(i)
@@ -67,6 +80,28 @@ class _Epoch:
             self.exact.setdefault(k, []).append(i)
         for k in p.facets:
             self.facets.setdefault(k, []).append(i)
+
+    def postings(self, field: int, term: str) -> Postings:
+        """The postings of every record kept with ``term`` in ``field``, as
+        arrays (read-only: they are shared by the searches of the epoch).
+        Built for the records not in the arrays yet, then kept."""
+        found = self.terms[field].get(term)
+        if not found:
+            return EMPTY
+        key = (field, term)
+        kept = self.arrays.get(key, EMPTY)
+        start, end = len(kept.docnos), len(found)   # another thread may be appending to ``found``
+        if start >= end:
+            return kept
+        records = [self.records[i] for i in found[start:end]]
+        new = (np.fromiter([p.docno for p in records], np.int64, len(records)),
+               np.fromiter([p.tfs[field][term] for p in records], np.int64, len(records)),
+               np.fromiter([p.lengths[field] for p in records], np.int64, len(records)))
+        columns = [np.concatenate([old, more]) if start else more for old, more in zip(kept, new)]
+        for column in columns:
+            column.flags.writeable = False
+        kept = self.arrays[key] = Postings(*columns)
+        return kept
 
 
 class PendingView:
@@ -76,7 +111,7 @@ class PendingView:
         self._epoch, self._n = epoch, n
         self.records = epoch.records[:n]
         self.top = self.records[-1].docno if n else 0
-        self._docnos: frozenset[int] | None = None
+        self._docnos: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -95,19 +130,24 @@ class PendingView:
         """How many pending documents hold ``term`` in ``field``."""
         return len(self._upto(self._epoch.terms[field].get(term)))
 
-    def with_term(self, field: int, term: str) -> list[Pending]:
-        records = self._epoch.records
-        return [records[i] for i in self._upto(self._epoch.terms[field].get(term))]
+    def postings(self, field: int, term: str) -> Postings:
+        """The postings of ``term`` in ``field`` of the pending documents, in docno order."""
+        found = self._epoch.postings(field, term)
+        docnos = found.docnos
+        if not len(docnos) or docnos[-1] <= self.top:
+            return found
+        k = int(np.searchsorted(docnos, self.top, side="right"))
+        return Postings(docnos[:k], found.tfs[:k], found.lengths[:k])
 
-    def with_whole(self, key: bytes) -> list[Pending]:
-        """The pending documents with a field whose whole text has ``key``."""
-        records = self._epoch.records
-        return [records[i] for i in self._upto(self._epoch.exact.get(key))]
+    def with_whole(self, key: bytes) -> list[int]:
+        """The docnos (ascending) of the pending documents with a field whose whole text has ``key``."""
+        docnos = self._epoch.docnos
+        return [docnos[i] for i in self._upto(self._epoch.exact.get(key))]
 
     def in_session(self, key: bytes) -> list[int]:
         """The docnos (ascending) of the pending documents of the session with facet key ``key``."""
-        records = self._epoch.records
-        return [records[i].docno for i in self._upto(self._epoch.facets.get(key))]
+        docnos = self._epoch.docnos
+        return [docnos[i] for i in self._upto(self._epoch.facets.get(key))]
 
     def get(self, docno: int) -> Pending | None:
         i = self._epoch.index.get(docno)
@@ -117,15 +157,16 @@ class PendingView:
         i = self._epoch.index.get(docno)
         return i is not None and i < self._n
 
-    def docnos(self) -> frozenset[int]:
+    def docnos(self) -> np.ndarray:
+        """Every pending docno, ascending."""
         if self._docnos is None:
-            self._docnos = frozenset(p.docno for p in self.records)
+            self._docnos = np.array(self._epoch.docnos[:self._n], np.int64)
         return self._docnos
 
-    def passing(self, conditions: list[frozenset[bytes]], window: tuple[int, int] | None) -> AbstractSet[int]:
-        """The docnos of the documents that have, for each of ``conditions``,
-        one of its facet keys, and a timestamp in ``window`` (first allowed,
-        first past) when one is given."""
+    def passing(self, conditions: list[frozenset[bytes]], window: tuple[int, int] | None) -> np.ndarray:
+        """The docnos (ascending) of the documents that have, for each of
+        ``conditions``, one of its facet keys, and a timestamp in ``window``
+        (first allowed, first past) when one is given."""
         if not conditions and window is None:
             return self.docnos()
         chosen: set[int] | None = None
@@ -134,12 +175,14 @@ class PendingView:
             for k in keys:
                 found.update(self._upto(self._epoch.facets.get(k)))
             chosen = found if chosen is None else chosen & found
-        records, times = self._epoch.records, self._epoch.times
+        docnos, times = self._epoch.docnos, self._epoch.times
         if window is None:
-            return {records[i].docno for i in chosen or ()}
-        lo, hi = window
-        return {records[i].docno for i in (range(self._n) if chosen is None else chosen)
-                if (t := times[i]) is not None and lo <= t < hi}
+            picked = sorted(chosen or ())
+        else:
+            lo, hi = window
+            picked = [i for i in (range(self._n) if chosen is None else sorted(chosen))
+                      if (t := times[i]) is not None and lo <= t < hi]
+        return np.array([docnos[i] for i in picked], np.int64)
 
 
 class Epochs:

@@ -340,7 +340,7 @@ class _Plan:
 
     def _write(self, run: list[MessageWritten]) -> None:
         if run and self.w is not None:
-            self.w.append_many(run)
+            self.w.append(run)
 
     def _update(self, turn: Turn, mid: str) -> None:
         """Bring the stored message up to date with ``turn`` (a dry run counts it)."""
@@ -358,9 +358,9 @@ class _Plan:
             return
         self.updated += 1
         if self.w is not None:
-            self.w.append(MessageUpdated(mid, old.revision + 1, max(turn.timestamp, old.updated_at),
-                                         now.content if now.content != content else None, meta,
-                                         self.writer.principal))
+            self.w.append([MessageUpdated(mid, old.revision + 1, max(turn.timestamp, old.updated_at),
+                                          now.content if now.content != content else None, meta,
+                                          self.writer.principal)])
 
     def finish(self) -> None:
         self._append(self.held)

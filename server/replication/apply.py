@@ -99,7 +99,7 @@ def apply_records(store: EventStore, position: Position, sealed: bool, records: 
             run = raws[at:at + BATCH]
             codec.remember_ids(run)
             events = [codec.decode_event(raw) for raw in run]
-            if w.append_many(events, run) != local:
+            if w.append(events, run) != local:
                 raise CorruptStoreError("the local log and the stream number events differently")
             local += len(run)
             top = max([top, *(to_bytes(e.message.message_id) for e in events if isinstance(e, MessageWritten))])

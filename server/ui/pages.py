@@ -119,11 +119,14 @@ def search(reader: Reader, form: SearchForm) -> Page:
 
 
 def message(reader: Reader, message_id: str) -> Page:
+    """The message, its relations and context, and its revisions oldest first (who wrote it, who
+    changed what): two tool calls as the signed-in principal, so its scope applies to both."""
     body = reader.tool("read_messages", {"view": "context", "message_id": message_id, "before": NEIGHBOURS,
                                          "after": NEIGHBOURS, "relation_depth": 1})
+    revisions = reader.tool("read_messages", {"view": "revisions", "message_id": message_id})["revisions"]
     return Page("message.html", {"m": body["message"], "context": body["chronological_context"],
                                  "relations": body["relations"], "session": body["session"],
-                                 "truncated": body["truncated"]})
+                                 "truncated": body["truncated"], "revisions": revisions})
 
 
 def confirm_delete(reader: Reader, message_id: str) -> Page:
