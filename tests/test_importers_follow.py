@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import import_samples as samples
 import pytest
@@ -100,6 +101,14 @@ def codex_files(tmp_path) -> dict[str, bytes]:
         return {os.path.relpath(path, root): fh.read()}
 
 
+def one_rollout(tmp_path) -> tuple[dict[str, bytes], Path, str, bytes]:
+    """The codex sample, one rollout file, and the folder to follow it in (not written yet):
+    ``(files, root, its path below root, its bytes)``."""
+    files = codex_files(tmp_path)
+    (rel, data), = files.items()
+    return files, tmp_path / "f", rel, data
+
+
 def parts(data: bytes, rng: random.Random, count: int) -> list[bytes]:
     """``data`` cut at ``count`` random places (most of them inside a line)."""
     cuts = sorted(rng.sample(range(1, len(data)), count))
@@ -156,9 +165,7 @@ def test_a_file_without_a_position_is_read_whole_and_a_new_project_is_found(tmp_
 
 
 def test_a_restart_reads_from_the_position_not_the_whole_file(tmp_path, store_path):
-    files = codex_files(tmp_path)
-    (rel, data), = files.items()
-    root = tmp_path / "f"
+    files, root, rel, data = one_rollout(tmp_path)
     put(root, rel, data)
     with EventStore(store_path, Projector()) as store:
         follower(store, "codex", root).sweep()
@@ -203,9 +210,7 @@ def test_a_file_cut_or_changed_before_its_position_is_read_again_from_its_start(
 
 
 def test_a_damaged_position_is_taken_for_none(tmp_path, store_path):
-    files = codex_files(tmp_path)
-    (rel, data), = files.items()
-    root = tmp_path / "f"
+    files, root, rel, data = one_rollout(tmp_path)
     put(root, rel, data)
     with EventStore(store_path, Projector()) as store:
         store.execute(lambda w: store.set_caller_value(w, positions.key("codex", str(root / rel)), b"\xff\x00"))
@@ -254,9 +259,7 @@ def test_positions_survive_compaction_and_reading_goes_on(tmp_path, store_path):
 
 @pytest.mark.parametrize("notify", [True, False])
 def test_the_loop_imports_appended_lines_until_stopped(tmp_path, store_path, notify):
-    files = codex_files(tmp_path)
-    (rel, data), = files.items()
-    root = tmp_path / "f"
+    files, root, rel, data = one_rollout(tmp_path)
     head, tail = data[:len(data) // 2], data[len(data) // 2:]
     put(root, rel, head)
     stop = threading.Event()
@@ -295,9 +298,7 @@ def test_roots_are_the_directories_above_the_globs(tmp_path):
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)])
 def test_the_command_stops_cleanly(tmp_path, store_path, sig, code):
-    files = codex_files(tmp_path)
-    (rel, data), = files.items()
-    root = tmp_path / "f"
+    files, root, rel, data = one_rollout(tmp_path)
     put(root, rel, data)
     with subprocess.Popen([sys.executable, "-m", "server.cli", "import", "codex", str(root), "--follow",
                            "--store", store_path], cwd=ROOT, stderr=subprocess.PIPE, text=True) as proc:
@@ -343,9 +344,7 @@ def test_lines_a_one_shot_import_wrote_after_the_position_are_not_written_twice(
 
 
 def test_reading_on_from_a_position_does_not_read_every_message_of_the_session(tmp_path, store_path, monkeypatch):
-    files = codex_files(tmp_path)
-    (rel, data), = files.items()
-    root = tmp_path / "f"
+    files, root, rel, data = one_rollout(tmp_path)
     put(root, rel, data)
     from server.importers import writer
     line = ('{"timestamp":"2025-10-02T09:01:00.000Z","type":"response_item","payload":{"type":"message",'
