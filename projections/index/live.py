@@ -2,10 +2,11 @@
 within one write transaction.
 
 A written message's record goes to ``pending`` (one put instead of ~35
-postings scattered over the tree); the write that brings the number of
-pending records to ``merge_at`` merges them all into ``postings``, ``exact``
-and ``facets`` in its own transaction, so the cost of touching the tree is
-shared by ``merge_at`` writes.  When the merges happen depends on the
+postings scattered over the tree); the write after which the merge policy
+(:class:`~.policy.MergePolicy`) finds a merge due merges them all into
+``postings``, ``exact`` and ``facets`` in its own transaction, so the cost of
+touching the tree is shared by the writes in between, and bounded by the
+policy.  When the merges happen depends on the
 sequence of index operations alone, never on how they were grouped into
 transactions.  In a replay (``bulk``) the same work is followed in memory by
 :class:`~.bulk.BulkReplay` and written at the end.
@@ -30,6 +31,7 @@ class IndexWork:
 
     def __init__(self, config: IndexConfig, bulk: bool, hold: WorkerHold | None = None) -> None:
         self.config, self.bulk, self.hold = config, bulk, hold
+        self.policy = config.policy
         self.deltas: dict[str, int] = {}        # field statistics to add at the flush
         self.replay: BulkReplay | None = None
 
@@ -50,7 +52,7 @@ class IndexWork:
         handle = tx.db(PENDING)
         raw = rec.stored()
         tx.txn.put(docno_key(docno), raw, db=handle)
-        if tx.txn.stat(handle)["entries"] >= self.config.merge_at:
+        if self.policy.due(tx.txn.stat(handle)["entries"]):
             with tx.txn.cursor(db=handle) as cur:
                 records = [(docno_of(k), Record.loaded(v)) for k, v in cur]
             tx.txn.drop(handle, delete=False)
