@@ -1,10 +1,10 @@
 """A full replay's index work, kept in memory and written in large steps.
 
 A replay runs in *bulk* mode: the merges the live path would do (the same
-:class:`~.policy.MergePolicy` decides them) are followed in memory (which documents are pending, which merged), and the chunks are
-written at the end of the transaction (and every ``bulk_hold`` merged
-documents) — the same bytes, without re-reading and re-writing chunks every
-merge.
+:class:`~.policy.MergePolicy` decides them) are followed in memory (which
+documents are pending, which merged), and the chunks are written at the end
+of the transaction (and every ``bulk_hold`` merged documents) — the same
+bytes, without re-reading and re-writing chunks at every merge.
 
 A written message's postings come gathered with its batch (:mod:`.worker`):
 until they are written the message itself stands in the pending or merged
