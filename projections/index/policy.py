@@ -5,7 +5,7 @@ record into ``postings``, ``exact`` and ``facets`` at once, and its cost is
 paid by the write that triggers it.  That cost grows with the number of
 distinct posting lists the pending records touch (each list's tail chunk is
 decoded, extended and written again), so the policy bounds how many records
-one merge takes.  The live writer (:class:`~.live.IndexWork`) and the bulk
+one merge takes.  The live writer (:class:`~.live.LiveIndex`) and the bulk
 one (:class:`~.bulk.BulkReplay`) ask the same policy the same question after
 each indexed message, so a replay leaves the bytes the live writes left.
 The decision depends on the number of pending records alone — a number both
