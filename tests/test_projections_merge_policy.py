@@ -22,12 +22,6 @@ def test_a_merge_is_due_when_the_pending_records_reach_the_policys_count():
         MergePolicy(0)
 
 
-def test_the_default_policy_bounds_the_records_one_write_merges():
-    # the write that triggers a merge pays for every pending record's lists: a
-    # bounded set keeps the slowest write close to the others
-    assert DEFAULT.policy.records <= 256
-
-
 def pending_records(path: str) -> int:
     env = lmdb.open(path, max_dbs=32, readonly=True, lock=False)
     try:
@@ -37,7 +31,7 @@ def pending_records(path: str) -> int:
         env.close()
 
 
-@pytest.mark.parametrize("extra", [-1, 0, 1])
+@pytest.mark.parametrize("extra", [-1, 1])
 def test_live_writes_and_a_replay_across_the_default_policys_merges_give_the_same_bytes(tmp_path, extra):
     path = str(tmp_path / "store")
     records = DEFAULT.policy.records

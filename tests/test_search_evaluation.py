@@ -106,8 +106,7 @@ FILTERS = [Filters(min_importance=40), Filters(min_importance=80), Filters(sessi
 @pytest.fixture(scope="module")
 def fielded(tmp_path_factory):
     """The ``big`` corpus with summaries, tags and kinds: every field in play."""
-    svc = MemoryService(str(tmp_path_factory.mktemp("fielded") / "store"),
-                        index_config=IndexConfig(merge_at=2048))     # all of them pending
+    svc = MemoryService(str(tmp_path_factory.mktemp("fielded") / "store"))
     kinds = ("semantic", "procedure", "conversation")
     for i in range(450):
         words = ["status"] + (["weekly"] if i % 3 == 0 else []) + (["zebra"] if i % 90 == 7 else [])

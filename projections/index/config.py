@@ -17,7 +17,7 @@ from .policy import MergePolicy
 
 @dataclass(frozen=True, slots=True)
 class IndexConfig:
-    merge_at: int = 128          # layout: pending records that trigger a merge (see :class:`.policy.MergePolicy`)
+    merge_at: int = 2048         # layout: pending records that trigger a merge (see :class:`.policy.MergePolicy`)
     chunk: int = 128             # layout: one docno in ``chunk`` starts a posting chunk
     bulk_hold: int = 100_000     # records a bulk replay keeps in memory before writing them
     build_batch: int = 512       # written messages a replay hands the second process at a time
