@@ -253,9 +253,10 @@ def _required(then: Callable[[AppState], None], state: AppState) -> None:
 class FastCalls:
     """The stdio transport's short way for a plain ``tools/call``.
 
-    Through the SDK a tool call costs ~0.9M instructions beyond the tool's own work:
-    a memory stream between its reader and its dispatcher, the request's task,
-    context and session objects, the request validated against the protocol
+    Through the SDK's dispatch a ``write_message`` call costs the server about twice
+    the CPU it costs here (figures and benchmark: :mod:`server._stdio`): a memory
+    stream between its reader and its dispatcher, the request's task, context and
+    session objects, the request validated against the protocol
     version's schema and then as ``CallToolRequestParams``, the result built as
     ``CallToolResult``, dumped, validated and dumped again by the version's
     schema, then wrapped in ``JSONRPCResponse`` and serialized.  Here the reader
