@@ -8,8 +8,9 @@ requests — results, error results, JSON-RPC errors, odd params, ids of both
 kinds, ``_meta``, pings, notifications, a second ``initialize`` — runs through
 the same server over the SDK's ``stdio_server`` (:mod:`tools.sdk_stdio`, the
 reference) and through each path, and the raw lines must be equal, server-made
-ids and clock readings masked.  The one line the SDK leaves unanswered (a lone
-surrogate its parser refuses) each path answers with a JSON-RPC error.  And what
+ids and clock readings masked.  The lines the SDK leaves unanswered (a lone
+surrogate, params that are not an object, a line not JSON, a batch: lines its
+parser refuses) each path answers with a JSON-RPC error.  And what
 the server read before stdin ended is answered and stored; a stop by signal
 answers nothing twice and loses no acknowledged write.
 """
@@ -91,18 +92,30 @@ def body_of(line: bytes) -> dict:
     return json.loads(json.loads(line)["result"]["content"][0]["text"])
 
 
-UNREADABLE = 312           # the id of the battery's one line the SDK's stdio server leaves unanswered
+NOT_JSON_RPC = "Invalid request: not valid JSON-RPC, or a string holds a lone surrogate"
+UNREADABLE = [                  # how each path answers the battery's lines the SDK's stdio server leaves unanswered
+    (213, -32600, NOT_JSON_RPC),
+    (None, -32700, "Parse error: the line is not JSON"),
+    (None, -32600, "Invalid request: not a JSON-RPC object"),
+    (312, -32600, NOT_JSON_RPC),
+]
 
 
 def battery(server: Raw, *, answers_unreadable: bool = True) -> list[bytes | None]:
     """Every answer to a fixed sequence of requests, in order (one request at a time);
-    without ``answers_unreadable`` the line the SDK cannot parse is not sent (None in its place)."""
+    without ``answers_unreadable`` the lines the SDK cannot parse are not sent (None in their place)."""
     out: list[bytes | None] = []
 
     def ask(line: str) -> bytes:
         server.send(line)
         out.append(server.line())
         return out[-1]
+
+    def ask_unreadable(line: str) -> None:
+        if answers_unreadable:
+            ask(line)
+        else:
+            out.append(None)
 
     write = {"session_id": "s", "role": "user", "content": TEXT}
     ask(call(1, "write_message", write))                                   # before initialize: the SDK's error
@@ -131,7 +144,7 @@ def battery(server: Raw, *, answers_unreadable: bool = True) -> list[bytes | Non
     ask(call(210, "", {}))
     ask(request(211, "tools/call", {"arguments": write}))
     ask(request(212, "tools/call"))
-    ask(request(213, "tools/call", [1]))
+    ask_unreadable(request(213, "tools/call", [1]))
     ask(call(214, "write_message", write, extra_param=1))
     modern = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}     # the 2026 envelope: refused on this era
     ask(call(215, "read_messages", {"view": "sessions"}, _meta=modern))
@@ -148,11 +161,12 @@ def battery(server: Raw, *, answers_unreadable: bool = True) -> list[bytes | Non
     ask(call(309, "read_messages", {"view": "sessions"}))
     ask(request(310, "ping"))
     ask(request(311, "no/such/method", {}))
-    if answers_unreadable:
-        lone = call(UNREADABLE, "write_message", {**write, "content": "bad \ud800 surrogate"})
-        ask(lone.replace("\ud800", "\\ud800"))
-    else:
-        out.append(None)
+    server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/no_such_thing"}),    # answered by nobody
+                json.dumps({"jsonrpc": "2.0", "method": 5}))
+    ask_unreadable("not json")
+    ask_unreadable(json.dumps([json.loads(request(320, "ping")), json.loads(request(321, "ping"))]))  # a batch
+    lone = call(312, "write_message", {**write, "content": "bad \ud800 surrogate"})
+    ask_unreadable(lone.replace("\ud800", "\\ud800"))
     ask(request(313, "initialize", INITIALIZE))                            # again: the SDK answers it
     ask(call(314, "write_message", {**write, "content": "after a second initialize"}))
     server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 314}}))
@@ -272,12 +286,12 @@ class StdioContract:
         finally:
             _proc.kill(server.proc, timeout=TIMEOUT)
         assert len(answers) == len(reference) > 50
+        unreadable = iter(UNREADABLE)
         for mine, theirs in zip(answers, reference, strict=True):
             assert mine is not None
             if theirs is None:                                  # the SDK's transport never answers it
-                assert json.loads(mine) == {"jsonrpc": "2.0", "id": UNREADABLE, "error": {
-                    "code": -32600, "message": "Invalid request: not valid JSON-RPC, or a string holds a lone "
-                                               "surrogate"}}
+                rid, code, message = next(unreadable)
+                assert json.loads(mine) == {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
             else:
                 assert masked(mine) == masked(theirs)
         assert answers[-1] == b""                                     # nothing after the last answer
