@@ -20,6 +20,10 @@ thread or by a lone caller, so the two never overlap, and each transaction
 begins and ends inside one call on one thread.  A command arriving while
 another is pending always queues, so commands commit in the order they were
 submitted, as with one writer.
+
+A bulk command (an import's batch) never joins a group: it runs in a bulk
+transaction of its own, on the caller's thread, once the commits before it
+are done.
 """
 
 from __future__ import annotations
@@ -28,14 +32,14 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
 
+from .committer import Command, Committer, LiveEvents
 from .errors import StoreIOError
-from .store import EventStore, WriteTx
-
-Command = Callable[[WriteTx], object]
+from .store import EventStore
 
 
-class GroupCommitter:
+class GroupCommitter(Committer):
     def __init__(self, store: EventStore, max_group: int = 256) -> None:
         self._store = store
         self._max = max_group
@@ -50,7 +54,7 @@ class GroupCommitter:
         self._thread = threading.Thread(target=self._loop, name="convmem-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, command: Command) -> object:
+    def submit(self, command: Command, *, bulk: bool = False) -> object:
         """Run ``command`` in a durable commit; its result, or its error raised here."""
         with self._state:
             if self._closed:
@@ -58,6 +62,11 @@ class GroupCommitter:
             lone = self._pending == 0
             self._pending += 1
         try:
+            if bulk:
+                with self._commit_lock:
+                    result = self._store.execute(command, bulk=True)
+                self._count(1, lone=True)
+                return result
             if lone and self._commit_lock.acquire(blocking=False):
                 try:
                     result = self._store.execute(command)
@@ -122,3 +131,9 @@ class GroupCommitter:
                 future.set_result(value)
             else:
                 future.set_exception(value)  # type: ignore[arg-type]
+
+
+def group_committer(store: EventStore, live: LiveEvents,
+                    exclusive: Callable[[], AbstractContextManager]) -> Committer:
+    """The committer of a store of its own, as a :data:`~.committer.CommitterFactory`."""
+    return GroupCommitter(store)

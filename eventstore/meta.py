@@ -94,6 +94,17 @@ def carried(txn, db) -> dict[bytes, bytes]:
     return kept
 
 
+def put_all(txn, db, values: dict[bytes, bytes]) -> None:
+    for k, v in values.items():
+        txn.put(k, v, db=db)
+
+
+def raise_last_id(txn, db, top: bytes) -> None:
+    """``last_id`` becomes ``top`` when that is greater (an empty ``top`` changes nothing)."""
+    if top and top > bytes(txn.get(b"last_id", db=db) or b""):
+        txn.put(b"last_id", top, db=db)
+
+
 def caller_values(txn, db, prefix: bytes) -> dict[bytes, bytes]:
     """Every caller's value whose key starts with ``prefix`` (itself under :data:`CALLER_PREFIX`)."""
     check_caller_key(prefix)

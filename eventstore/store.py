@@ -337,8 +337,7 @@ class EventStore:
 
     def db_bytes(self, tx: Tx, name: str) -> int:
         st = tx.txn.stat(tx.db(name))
-        pages = st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
-        return pages * st["psize"]
+        return (st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]) * st["psize"]
 
     def file_size(self) -> int:
         try:
@@ -356,13 +355,14 @@ class EventStore:
 
     # ------------------------------------------------------------------ meta
     def carried_meta(self, tx: Tx) -> dict[bytes, bytes]:
-        """The meta a compacted copy keeps besides the counters: the last id and
-        the cursor secret (see :meth:`restore_meta`)."""
+        """The meta a compacted copy keeps besides the counters (see :meth:`restore_meta`)."""
         return meta.carried(tx.txn, tx.db("meta"))
 
     def restore_meta(self, w: WriteTx, carried: dict[bytes, bytes]) -> None:
-        for k, v in carried.items():
-            w.txn.put(k, v, db=w.db("meta"))
+        meta.put_all(w.txn, w.db("meta"), carried)
+
+    def raise_last_id(self, w: WriteTx, top: bytes) -> None:   # ``top``: an id given (an export's, a node's)
+        meta.raise_last_id(w.txn, w.db("meta"), top)
 
     def caller_values(self, tx: Tx, prefix: bytes) -> dict[bytes, bytes]:
         """A caller's own values in the meta: those whose keys start with ``prefix`` (under ``follow/``)."""

@@ -6,11 +6,13 @@ projections in one short read transaction.  ``rebuild`` compacts the store
 and excludes every other call while it runs.  The service remembers the last
 storage failure (``last_error``) for health until a later write succeeds.
 
-With ``replication`` (``convmem serve --replicate``) the writes go through a
-:class:`~server.replication.committer.ReplicatedCommitter` instead of the
-group committer: published to the stream before they commit, other nodes'
-events applied as they come; ``rebuild`` makes a new stream generation; health
-reports the lag.  See docs/replication.md.
+Every write — the tools', and an import's batches (:meth:`MemoryService.submit`)
+— goes through one committer (:mod:`eventstore.committer`), chosen by whoever
+builds the service: the group committer by default; with ``convmem serve
+--replicate`` the replication package's (:func:`server.replication.committer_factory`),
+which publishes each command's events to the stream before they commit,
+applies other nodes' events as they come, makes a new stream generation on
+``rebuild`` and reports the lag in health.  See docs/replication.md.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import contextlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
+from eventstore.committer import Command, Committer, CommitterFactory
 from eventstore.compaction import compact
 from eventstore.errors import (
     ConflictError,
@@ -31,7 +33,7 @@ from eventstore.errors import (
     ValidationError,
 )
 from eventstore.events import KINDS, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
-from eventstore.group_commit import GroupCommitter
+from eventstore.group_commit import group_committer
 from eventstore.ids import to_bytes, to_str
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history as history_index
@@ -46,52 +48,47 @@ from . import cursors, render, validation, views
 from ._rwlock import RWLock
 from .paths import default_store_path
 from .principals import LOCAL, Principal
-from .replication import Settings as ReplicationSettings
 from .scope import Seen
-
-if TYPE_CHECKING:
-    from .replication.committer import ReplicatedCommitter
 
 log = logging.getLogger("convmem")
 
 
 class MemoryService:
     def __init__(self, path: str, *, index_config: IndexConfig = term_index.DEFAULT,
-                 replication: ReplicationSettings | None = None, **store_options) -> None:
-        """``index_config``: the term index's knobs (tests use small ones); ``replication``:
-        where the stream is (None: a store of its own)."""
+                 committer: CommitterFactory = group_committer, **store_options) -> None:
+        """``index_config``: the term index's knobs (tests use small ones); ``committer``:
+        what every write goes through (default: a store of its own, group commit)."""
         self.path = path
         self.store = EventStore(path, Projector(index_config), **store_options)
         self.last_error = ""
         self._lock = RWLock()
-        self.replication = replication
-        self.replicated: ReplicatedCommitter | None = None
-        self.committer: GroupCommitter | ReplicatedCommitter
-        if replication is None:
-            self.committer = GroupCommitter(self.store)
-            return
-        from .replication import open_committer
         try:
-            self.committer = self.replicated = open_committer(self.store, replication, self._live_events,
-                                                              self._lock.exclusive)
+            self.committer: Committer = committer(self.store, self._live_events, self._lock.exclusive)
         except BaseException:
             self.store.close()
             raise
 
+    @property
+    def replicated(self) -> Committer | None:
+        """The committer when its writes go through a stream (a replicated node), else None."""
+        return self.committer if self.committer.streamed else None
+
     def close(self) -> None:
-        if self.replicated is not None:
-            self.replicated.close()     # outside the lock: its writer thread takes it to replace the file
+        if self.committer.excludes_reads:
+            self.committer.close()     # outside the lock: its writer thread takes it to replace the file
         with self._lock.exclusive():
             self.committer.close()
             self.store.close()
 
     # ------------------------------------------------------------- commands
-    def _write(self, command):
+    def submit(self, command: Command, *, bulk: bool = False):
         """``command`` in a durable commit, grouped with the other callers' writes of the moment
-        (replicated: the committer excludes the reads itself when it replaces the file)."""
-        with self._lock.shared() if self.replicated is None else contextlib.nullcontext():
+        (``bulk``: a batch of an import, in a transaction of its own), through this service's
+        committer: the one way anything writes the store (a replicating committer excludes
+        the reads itself when it replaces the file)."""
+        with contextlib.nullcontext() if self.committer.excludes_reads else self._lock.shared():
             try:
-                result = self.committer.submit(command)
+                result = self.committer.submit(command, bulk=bulk)
             except (StoreIOError, CorruptStoreError) as exc:
                 self.last_error = exc.message
                 raise
@@ -107,7 +104,7 @@ class MemoryService:
             msg = validation.message(Message(w.new_id(now), session_id, role, content, now, now, 1, metadata))
             w.append([MessageWritten(msg, principal.name)])
             return msg
-        msg = self._write(command)
+        msg = self.submit(command)
         if not principal.limited:
             return {"status": "OK", "message": render.message(msg)}
         with self._read(synced=False) as tx:
@@ -129,7 +126,7 @@ class MemoryService:
                                              metadata=meta, revision=old.revision + 1, updated_at=updated_at))
             w.append([MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta, principal.name)])
             return True, new
-        changed, msg = self._write(command)
+        changed, msg = self.submit(command)
         if not principal.limited:
             return {"status": "OK", "changed": changed, "message": render.message(msg)}
         with self._read(synced=False) as tx:
@@ -145,7 +142,7 @@ class MemoryService:
                 return False
             w.append([MessageDeleted(message_id, principal.name, w.now_ms())])
             return True
-        return {"status": "OK" if self._write(command) else "NOT_FOUND"}
+        return {"status": "OK" if self.submit(command) else "NOT_FOUND"}
 
     def restore_messages(self, batch: Sequence[Message], principals: Sequence[str | None] | None = None,
                          default_principal: str | None = LOCAL.name) -> int:
@@ -161,7 +158,7 @@ class MemoryService:
         given = list(principals) if principals is not None else [None] * len(batch)
 
         def command(w: WriteTx) -> int:
-            written, top = 0, self.store.carried_meta(w).get(b"last_id", b"")
+            written, top = 0, b""
             for msg, by in zip(batch, given):
                 validation.message(msg)
                 state = messages.get(w, msg.message_id)
@@ -171,10 +168,9 @@ class MemoryService:
                     continue
                 w.append([MessageWritten(msg, by or default_principal)])
                 top, written = max(top, to_bytes(msg.message_id)), written + 1
-            if top:
-                self.store.restore_meta(w, {b"last_id": top})
+            self.store.raise_last_id(w, top)
             return written
-        return self._write(command)
+        return self.submit(command)
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[tuple[int, Iterator[Message]]]:
@@ -205,8 +201,8 @@ class MemoryService:
         """Shared lock + one short read transaction; storage failures are remembered.
         Replicated with ``sync_reads``, a read (``synced``) first waits until this node
         has applied what the stream held when it began."""
-        if synced and self.replicated is not None and self.replicated.settings.sync_reads:
-            self.replicated.sync()
+        if synced:
+            self.committer.wait_applied()
         with self._lock.shared():
             try:
                 with self.store.read() as tx:
@@ -334,20 +330,11 @@ class MemoryService:
         if principal.limited:
             raise ValidationError(f"rebuild_index: needs a token that sees every session, not only "
                                   f"{principal.scope_text()}")
-        if self.replicated is not None:
-            return self._rebuild_replicated(self.replicated)
-        with self._lock.exclusive():
-            try:
-                result = compact(self.store, self._live_events)
-            except (StoreIOError, CorruptStoreError) as exc:
-                self.last_error = exc.message
-                raise
-        self.last_error = ""
-        return {"status": "OK", **result}
-
-    def _rebuild_replicated(self, replicated: ReplicatedCommitter) -> dict:
         try:
-            result = replicated.rebuild()
+            result = self.committer.rebuild()
+            if result is None:
+                with self._lock.exclusive():
+                    result = compact(self.store, self._live_events)
         except (StoreIOError, CorruptStoreError) as exc:
             self.last_error = exc.message
             raise
@@ -389,10 +376,11 @@ class MemoryService:
                 "memory_estimate": {"total_bytes": sum(estimate.values()), **estimate},
                 "io": self.store.io_counters(tx.txn), "recovered_tail": self.store.recovered_tail,
                 "snapshot_valid": self.store.watermark(tx) == last, "last_error": self.last_error}
-        if self.replicated is not None:
-            report["replication"] = self.replicated.status()
-            if self.replicated.refused:        # it can never write: say so even before a write tries
-                report.update(status="DEGRADED", last_error=self.last_error or self.replicated.refused)
+        status = self.committer.status()
+        if status is not None:
+            report["replication"] = status
+        if self.committer.refused:        # it can never write: say so even before a write tries
+            report.update(status="DEGRADED", last_error=self.last_error or self.committer.refused)
         return report
 
 

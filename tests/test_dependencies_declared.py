@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"eventstore", "projections", "server", "tools"}
+OURS = {"eventstore", "projections", "server", "tools"} | {p.stem for p in (ROOT / "tests").glob("*.py")}
 SERVED = ("eventstore", "projections", "server")     # what `convmem` runs: core dependencies, or its own extra
 SERVED_EXTRAS = ("replication", "follow")           # `serve --replicate`, `import … --follow`
 TOOLS = ("tools",)                                   # benchmarks and test tools: any extra

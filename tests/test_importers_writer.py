@@ -13,6 +13,7 @@ import shutil
 import import_samples as samples
 import pytest
 
+from eventstore.errors import ValidationError
 from eventstore.store import EventStore
 from projections.index import IndexConfig
 from projections.registry import Projector
@@ -239,3 +240,41 @@ def test_an_imports_transactions_share_one_second_process_stopped_when_the_impor
     assert dumps[0] == dumps[1]
     assert len(started) == 1                            # six transactions, one process
     assert started[0].poll() is not None                # stopped with the import
+
+
+class RecordingCommitter:
+    """A committer (:class:`eventstore.committer.Submits`) that runs each command in the
+    store's transaction and records how it was submitted."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store, self.submitted = store, []
+
+    def submit(self, command, *, bulk: bool = False):
+        self.submitted.append(bulk)
+        return self.store.execute(command, bulk=bulk)
+
+
+def test_every_batch_of_an_import_is_submitted_to_the_committer_given(tmp_path):
+    root = samples.claude_code(str(tmp_path / "cc"))
+    with EventStore(str(tmp_path / "s"), Projector()) as store:
+        committer = RecordingCommitter(store)
+        summary = run_import("", "claude-code", [root], Options(progress=False, batch=2), store=store,
+                             committer=committer)
+        with store.read() as tx:
+            written = store.last_sequence(tx)
+    assert summary["written"] == written > 2
+    assert committer.submitted == [True] * -(-summary["written"] // 2)      # every batch, in bulk
+
+
+def test_an_import_never_writes_a_replicated_nodes_files_behind_the_stream(tmp_path, capsys):
+    from server.replication.apply import Position, write_position
+    path = str(tmp_path / "node")
+    with EventStore(path, Projector()) as store:       # what a node of a stream holds in its meta
+        store.maintain(lambda w: write_position(w, Position(1, 0)), "test")
+    root = samples.claude_code(str(tmp_path / "cc"))
+    with pytest.raises(ValidationError, match="^store: is a node of a replicated store"):
+        run_import(path, "claude-code", [root], Options(progress=False))
+    assert cli.main(["--store", path, "import", "claude-code", root]) == 2
+    assert "is a node of a replicated store" in capsys.readouterr().err
+    with EventStore(path, Projector()) as store, store.read() as tx:
+        assert store.last_sequence(tx) == 0

@@ -16,15 +16,17 @@ import subprocess
 import sys
 import threading
 
+import import_samples as samples
 import pytest
 
 from eventstore.errors import ConflictError, NotFoundError, StoreIOError, ValidationError
 from eventstore.events import Metadata
 from projections.search import Filters
 from server.cli import main
+from server.importers import Options, run_import
 from server.maintenance import differences, dump_projections
 from server.principals import Principal
-from server.replication import Settings, parse_settings
+from server.replication import Settings, committer_factory, parse_settings
 from server.service import MemoryService
 from tools._nats import Cluster, files_holding
 from tools.mcp_client import connect_http, http_server, ok
@@ -58,7 +60,8 @@ def nodes(cluster, stream, tmp_path):
 
 
 def node(cluster: Cluster, stream: str, path: str, **settings) -> MemoryService:
-    return MemoryService(path, replication=Settings(tuple(cluster.urls.split(",")), stream, 3, **settings))
+    config = Settings(tuple(cluster.urls.split(",")), stream, 3, **settings)
+    return MemoryService(path, committer=committer_factory(config))
 
 
 def caught_up(*services: MemoryService) -> None:
@@ -165,6 +168,30 @@ def test_writes_on_any_node_are_read_on_every_node_with_identical_read_models(no
         svc.close()
     for path in paths:
         assert differences(path) == []
+
+
+def test_an_import_into_a_node_goes_through_the_stream_and_never_around_it(nodes, tmp_path):
+    """An import given the node's service submits its batches like a tool's write: they reach
+    the stream and every node; one that would write the node's files directly is refused."""
+    a, b = nodes(2)
+    a.write_message("s", "user", "written before the import", Metadata())
+    root = samples.claude_code(str(tmp_path / "projects"))
+    with pytest.raises(ValidationError, match="^store: is a node of a replicated store"):
+        run_import("", "claude-code", [root], Options(progress=False), store=a.store)
+    summary = run_import("", "claude-code", [root], Options(progress=False), store=a.store, committer=a)
+    assert summary["written"] > 0
+    a.write_message("s", "user", "written after the import", Metadata())     # the node still follows the stream
+    caught_up(a, b)
+    imported = [e["session_id"] for e in a.sessions(100, None)["sessions"] if e["session_id"] != "s"]
+    assert imported and b.sessions(100, None) == a.sessions(100, None)
+    for svc in (a, b):
+        assert sum(len(contents(svc, sid)) for sid in imported) == summary["written"]
+        assert contents(svc) == ["written before the import", "written after the import"]
+    assert dump_projections(a.store) == dump_projections(b.store)
+    health = b.health()["replication"]
+    assert health["applied_sequence"] == health["stream_sequence"] == summary["written"] + 2
+    again = run_import("", "claude-code", [root], Options(progress=False), store=b.store, committer=b)
+    assert again["written"] == 0 and again["already_present"] == summary["written"]
 
 
 def test_a_command_refused_on_a_stale_local_view_is_checked_against_the_stream(nodes):

@@ -23,7 +23,7 @@ from eventstore.events import Message, Metadata
 from eventstore.store import EventStore
 from projections.registry import Projector
 from server.maintenance import differences, dump_projections
-from server.replication import Settings
+from server.replication import Settings, committer_factory
 from server.service import MemoryService
 from tools import _proc
 from tools._nats import Cluster, files_holding, served_replicated
@@ -41,7 +41,8 @@ def cluster(tmp_path):
 
 
 def node(cluster: Cluster, path: str, **settings) -> MemoryService:
-    return MemoryService(path, replication=Settings(tuple(cluster.urls.split(",")), STREAM, 3, **settings))
+    config = Settings(tuple(cluster.urls.split(",")), STREAM, 3, **settings)
+    return MemoryService(path, committer=committer_factory(config))
 
 
 def session_ids(svc: MemoryService, session: str) -> list[str]:

@@ -2,6 +2,7 @@
 
     python -m tools.bench_import                          100,000 messages, temporary store
     python -m tools.bench_import --messages 1000000 --store DIR --serve --search
+    python -m tools.bench_import --through-service        the import through a service's committer
 
 The transcripts are the LoCoMo dev conversations (``--data``, default
 ``../shared/data``) replicated until there are ``--messages`` turns, written
@@ -46,6 +47,7 @@ import time
 from server.importers import Options, run_import
 from server.importers.turns import Report, Turn
 from server.importers.writer import Writer
+from server.service import MemoryService
 
 from . import search_scale
 from ._workdir import workdir
@@ -83,10 +85,19 @@ def cpu_seconds(children: bool = True) -> float:
     return me.ru_utime + me.ru_stime + (kids.ru_utime + kids.ru_stime if children else 0.0)
 
 
-def timed_import(store: str, folder: str, batch: int) -> tuple[float, float, float, dict]:
-    """(seconds, CPU seconds in all, CPU seconds of this process alone, the summary)."""
+def timed_import(store: str, folder: str, batch: int, service: bool = False) -> tuple[float, float, float, dict]:
+    """(seconds, CPU seconds in all, CPU seconds of this process alone, the summary).
+    ``service``: through an open :class:`MemoryService`'s committer, as into a served store."""
     start, cpu, own = time.perf_counter(), cpu_seconds(), cpu_seconds(children=False)
-    summary = run_import(store, "claude-code", [folder], Options(batch=batch, progress=sys.stderr.isatty()))
+    options = Options(batch=batch, progress=sys.stderr.isatty())
+    if service:
+        svc = MemoryService(store)
+        try:
+            summary = run_import("", "claude-code", [folder], options, store=svc.store, committer=svc)
+        finally:
+            svc.close()
+    else:
+        summary = run_import(store, "claude-code", [folder], options)
     return time.perf_counter() - start, cpu_seconds() - cpu, cpu_seconds(children=False) - own, summary
 
 
@@ -149,7 +160,6 @@ def serve_startup(store: str, parent: str) -> dict:
 
 def search(store: str, questions: list[str]) -> dict:
     from projections.search import Filters
-    from server.service import MemoryService
     service = MemoryService(store)
     try:
         search_scale.measure(service, questions, Filters())                 # warm-up
@@ -167,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", help="store directory to build and keep (must not exist yet)")
     parser.add_argument("--serve", action="store_true", help="time `convmem serve` start-up on the store")
     parser.add_argument("--search", action="store_true", help="search p50/p95 over the store (LoCoMo questions)")
+    parser.add_argument("--through-service", action="store_true",
+                        help="import through an open MemoryService's committer (as into a served store)")
     parser.add_argument("--no-rerun", action="store_true", help="skip the re-run and the replay (big stores)")
     parser.add_argument("--no-memory", action="store_true",
                         help="skip the bulk writer's own measure (turns already in memory, another empty store)")
@@ -182,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.measure_only:
             record["content_bytes"] = write_transcripts(folder, turns, args.messages, args.per_session)
             print("transcripts written; importing", file=sys.stderr)
-            seconds, cpu, own, summary = timed_import(store, folder, args.batch)
+            seconds, cpu, own, summary = timed_import(store, folder, args.batch, args.through_service)
             written = max(summary["written"], 1)
             record["import"] = {"seconds": round(seconds, 2), "written": summary["written"],
                                 "messages_per_s": round(summary["written"] / seconds),

@@ -29,7 +29,7 @@ from eventstore.errors import StoreIOError
 from eventstore.events import Message, Metadata
 from eventstore.store import EventStore
 from projections.registry import Projector
-from server.replication import Settings
+from server.replication import Settings, committer_factory
 from server.service import MemoryService
 from tools._nats import Cluster, served_replicated
 from tools.mcp_client import ok, served
@@ -64,7 +64,8 @@ async def bench_write(cluster: Cluster, work: str, n: int) -> dict:
 
 
 def node(cluster: Cluster, path: str, stream: str) -> MemoryService:
-    return MemoryService(path, replication=Settings(tuple(cluster.urls.split(",")), stream, 3))
+    config = Settings(tuple(cluster.urls.split(",")), stream, 3)
+    return MemoryService(path, committer=committer_factory(config))
 
 
 def bench_catchup(cluster: Cluster, work: str, events: int, run: int = 0) -> dict:

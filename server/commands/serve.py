@@ -12,7 +12,7 @@ import sys
 from eventstore.errors import ConvMemError
 from eventstore.files import make_private_dir
 
-from ..replication import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, parse_settings
+from ..replication import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, committer_factory, parse_settings
 from ._common import CommandError, check_usable, store_path
 
 FASTCALL_ENV = "CONVMEM_STDIO_FASTCALL"     # "0": every tools/call through the SDK's dispatch (app.FastCalls)
@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     path = store_path(args)
     check_usable(path)
-    options = {"replication": _replication(args)} if args.replicate is not None else {}
+    # the committer every write goes through: a node of the stream, or the store's own group commit
+    options = {"committer": committer_factory(_replication(args))} if args.replicate is not None else {}
     if args.http is not None:
         return _serve_http(path, args, options)
     import anyio

@@ -33,6 +33,7 @@ from dataclasses import replace
 from types import ModuleType
 from typing import IO
 
+from eventstore.committer import Submits
 from eventstore.store import EventStore
 from projections.registry import Projector
 
@@ -41,7 +42,7 @@ from . import claude_code, codex, positions
 from .options import Options
 from .reading import expand, objects
 from .turns import Report, Turn
-from .writer import Writer
+from .writer import Writer, own_committer
 
 SOURCES: dict[str, ModuleType] = {m.NAME: m for m in (claude_code, codex)}
 CHUNK = 8 << 20         # bytes read in one part (each part one or more transactions)
@@ -56,7 +57,8 @@ class Follower:
     """Reads what is new in a source's files into an open store."""
 
     def __init__(self, store: EventStore, source: str, paths: list[str], options: Options | None = None,
-                 report: Report | None = None, chunk: int = CHUNK) -> None:
+                 report: Report | None = None, chunk: int = CHUNK, committer: Submits | None = None) -> None:
+        """``committer``: what the writes are submitted to (see :class:`.writer.Writer`)."""
         module = SOURCES.get(source)
         if module is None:
             raise ValueError(f"source: must be one of {', '.join(SOURCES)} to be followed")
@@ -64,7 +66,7 @@ class Follower:
         self.options = options or Options()
         self.report = report or Report(source)
         self.writer = Writer(store, self.report, batch=self.options.batch, bulk=self.options.bulk,
-                             principal=importer(source).name)
+                             principal=importer(source).name, committer=committer)
         self.chunk = max(1, chunk)        # bytes of complete lines read in one part
         self.seen: dict[str, tuple[int, int, int, int]] = {}   # path → (device, inode, size, mtime) when last read
 
@@ -251,7 +253,13 @@ def command(args, store_path: str) -> int:
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     store = EventStore(store_path, Projector())
-    follower = Follower(store, args.source, args.paths, options)
+    try:
+        committer = own_committer(store)
+    except BaseException:
+        store.close()
+        signal.signal(signal.SIGTERM, previous)
+        raise
+    follower = Follower(store, args.source, args.paths, options, committer=committer)
 
     def swept(written: int) -> None:
         if written:
@@ -265,6 +273,7 @@ def command(args, store_path: str) -> int:
         print(f"import {args.source} --follow: stopped", file=sys.stderr)
         return 130
     finally:
+        committer.close()
         store.close()
         signal.signal(signal.SIGTERM, previous)
     print(f"import {args.source} --follow: stopped", file=sys.stderr)

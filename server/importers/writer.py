@@ -1,10 +1,14 @@
 """The bulk writer: imported turns appended as ``MessageWritten`` events, many
 per durable transaction, skipping what the store already holds.
 
-Each batch is one :meth:`EventStore.execute` with ``bulk=True``: the events
-go through the log and every projector like any other write (replay and
-compaction keep working), the term index is built the way a replay builds
-it, and nothing is reported written before its transaction committed.
+Each batch is one command submitted with ``bulk=True`` to the committer the
+writer is given (:mod:`eventstore.committer`) — the service's when the store
+is served, so that a batch into a replicated store is published to the
+stream like a tool's write; the store's own transaction when the importer
+has the store to itself.  The events go through the log and every projector
+like any other write (replay and compaction keep working), the term index is
+built the way a replay builds it, and nothing is reported written before its
+transaction committed.
 
 **Identity.**  A turn's import key is kept in its message's
 ``source_message_ids`` as a name-based id (:func:`.turns.import_id`).  The
@@ -36,14 +40,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
+from typing import cast
 
 from eventstore import ids
+from eventstore.committer import Submits
 from eventstore.errors import ValidationError
 from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata, metadata, written
+from eventstore.group_commit import GroupCommitter
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history, messages, sessions
 
 from .. import validation
+from ..replication.apply import read_position
 from .turns import IMPORT_ID_PREFIX, Report, Turn, import_id
 
 BATCH = 20_000          # turns per transaction
@@ -57,12 +65,18 @@ Item = Turn | list[Turn]      # a turn, or turns that refer to one another (writ
 class Writer:
     def __init__(self, store: EventStore, report: Report, *, batch: int = BATCH, bulk: bool = True,
                  dry_run: bool = False, progress: Callable[[Report], None] | None = None,
-                 principal: str | None = None, last: Callable[[WriteTx], None] | None = None) -> None:
+                 principal: str | None = None, last: Callable[[WriteTx], None] | None = None,
+                 committer: Submits | None = None) -> None:
         """``principal``: the name the events record (``import:<source>``).
+        ``committer``: what the batches are submitted to (None: the store's own
+        transactions, for a store this process opened for the import alone).
         ``last(w)`` runs in the transaction that ends the source (after its
         events; in a transaction of its own when the source gives nothing):
         where the source was read up to is kept with what was read."""
         self.store, self.report = store, report
+        if committer is None and not dry_run:
+            refuse_node(store)
+        self.submit = committer.submit if committer is not None else store.execute
         self.principal = principal
         self.last = last
         # set: no turn to write can be in the store but as a message written after this event
@@ -91,7 +105,7 @@ class Writer:
         if self.failure is not None:
             raise self.failure
         if not batches and self.last is not None and not self.dry_run:
-            self.store.execute(self.last)
+            self.submit(self.last)
 
     def _more(self) -> bool:
         if self.ahead is None and self.failure is None:
@@ -123,11 +137,12 @@ class Writer:
         return run
 
     def _batch(self) -> None:
-        taken: list[Item] = []      # a transaction run again (a full map) takes these again first
+        taken: list[Item] = []      # a transaction run again (full map, stream moved on) takes these first
 
         def plan(tx: Tx, w: WriteTx | None) -> _Plan:
             batch = _Plan(self, tx, w)
-            if taken:
+            if taken:       # run again: the store may hold more now (a replicated node caught up meanwhile)
+                self.known = {}
                 batch.take(taken)
             while run := self._run(batch.count):
                 taken.extend(run)
@@ -140,7 +155,7 @@ class Writer:
             with self.store.read() as tx:
                 done = plan(tx, None)
         else:
-            done = self.store.execute(lambda w: plan(w, w), bulk=self.bulk)
+            done = cast(_Plan, self.submit(lambda w: plan(w, w), bulk=self.bulk))
         for sid, keys in done.added.items():
             self.known[sid].update(keys)
         if not self.dry_run:     # a cache of committed state: keep only the sessions still being read
@@ -199,6 +214,25 @@ class Writer:
                 return dict.fromkeys(event.message.message_id for _, event, _ in events
                                      if isinstance(event, MessageWritten) and event.message.session_id == session_id)
         return history.after(tx, session_id, None, 1 << 62)
+
+
+def own_committer(store: EventStore) -> GroupCommitter:
+    """The committer of a store this process opened for importing (the
+    commit path of a served store of its own: the service's group commit);
+    a replicated node's store is refused (:func:`refuse_node`).  Close it
+    before the store."""
+    refuse_node(store)
+    return GroupCommitter(store)
+
+
+def refuse_node(store: EventStore) -> None:
+    """Refuse to write a replicated node's store in its own transactions: events
+    there that the stream never saw would fork the node from it (the node would
+    refuse every later write).  Such a store is written through its service."""
+    with store.read() as tx:
+        if read_position(tx) is not None:
+            raise ValidationError("store: is a node of a replicated store (served with --replicate); an import "
+                                  "there must go through the node's service, never into its files")
 
 
 class _Plan:
@@ -332,4 +366,4 @@ class _Plan:
         self._append(self.held)
         self.held = []
 
-__all__ = ["BATCH", "Writer"]
+__all__ = ["BATCH", "Writer", "own_committer"]

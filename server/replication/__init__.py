@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from .settings import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, parse_settings
 
 if TYPE_CHECKING:
+    from eventstore.committer import CommitterFactory
     from eventstore.store import EventStore
 
     from .committer import ReplicatedCommitter
@@ -34,4 +35,11 @@ def open_committer(store: EventStore, settings: Settings, live: LiveEvents,
     return ReplicatedCommitter(store, settings, live, exclusive)
 
 
-__all__ = ["DEFAULT_REPLICAS", "DEFAULT_STREAM", "Settings", "open_committer", "parse_settings"]
+def committer_factory(settings: Settings) -> CommitterFactory:
+    """What ``MemoryService(committer=…)`` takes to make a node of the stream ``settings`` name."""
+    def make(store: EventStore, live: LiveEvents, exclusive: Callable) -> ReplicatedCommitter:
+        return open_committer(store, settings, live, exclusive)
+    return make
+
+
+__all__ = ["DEFAULT_REPLICAS", "DEFAULT_STREAM", "Settings", "committer_factory", "open_committer", "parse_settings"]

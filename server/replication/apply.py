@@ -73,12 +73,6 @@ class Applied:
     ids: set[str] = field(default_factory=set)
 
 
-def raise_last_id(store: EventStore, w: WriteTx, top: bytes) -> None:
-    """New ids of this node stay after every id written anywhere so far."""
-    if top > store.carried_meta(w).get(b"last_id", b""):
-        store.restore_meta(w, {b"last_id": top})
-
-
 def apply_records(store: EventStore, position: Position, sealed: bool, records: Sequence[Record]) -> Applied:
     """Append and project ``records`` (consecutive, starting right after ``position``):
     many at once in bulk mode, each run of :data:`~eventstore.replay.BATCH`
@@ -109,8 +103,7 @@ def apply_records(store: EventStore, position: Position, sealed: bool, records: 
                 raise CorruptStoreError("the local log and the stream number events differently")
             local += len(run)
             top = max([top, *(to_bytes(e.message.message_id) for e in events if isinstance(e, MessageWritten))])
-        if top:
-            raise_last_id(store, w, top)
+        store.raise_last_id(w, top)         # new ids of this node stay after every id written anywhere
         write_position(w, out.position)
         return out
     return store.maintain(body, ACTION, bulk=len(records) > 1)

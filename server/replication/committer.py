@@ -35,6 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from eventstore import codec
+from eventstore.committer import Command, Committer
 from eventstore.errors import ConvMemError, CorruptStoreError, StoreIOError
 from eventstore.store import EventStore, WriteTx
 
@@ -47,7 +48,6 @@ from .settings import Settings
 
 log = logging.getLogger("convmem")
 
-Command = Callable[[WriteTx], object]
 TICK = 0.2                   # seconds between two tries to get ready while idle
 APPLY_BATCH = 20_000         # stream messages per local transaction at most (when catching up)
 GATHER_WAIT = 1.0            # seconds a catch-up's transaction may wait for the stream's next messages
@@ -55,7 +55,10 @@ PROGRESS_EVERY = 2.0         # seconds between two progress lines of a long catc
 _STOP = ("stop",)
 
 
-class ReplicatedCommitter:
+class ReplicatedCommitter(Committer):
+    excludes_reads = True       # its writer thread takes the exclusive lock to replace the file
+    streamed = True
+
     def __init__(self, store: EventStore, settings: Settings, live: LiveEvents,
                  exclusive: Callable[[], contextlib.AbstractContextManager]) -> None:
         self.store = store
@@ -86,9 +89,15 @@ class ReplicatedCommitter:
         self._thread.start()
 
     # ------------------------------------------------------------ callers
-    def submit(self, command: Command) -> object:
-        """Run ``command``, publish its events, commit; its result or its error raised here."""
-        return self._on_writer("command", command)
+    def submit(self, command: Command, *, bulk: bool = False) -> object:
+        """Run ``command``, publish its events, commit; its result or its error raised here
+        (``bulk``: an import's batch, in a bulk transaction)."""
+        return self._on_writer("command", (command, bulk))
+
+    def wait_applied(self) -> None:
+        """With ``--sync-reads``: :meth:`sync` before a read."""
+        if self.settings.sync_reads:
+            self.sync()
 
     def run(self, job: Callable[[], object]) -> object:
         """``job()`` on the writer thread (maintenance: the generation switch)."""
@@ -98,7 +107,7 @@ class ReplicatedCommitter:
         """``rebuild_index``: a new stream generation from the live messages (see :mod:`.generations`)."""
         return self.run(lambda: rebuild(self))      # type: ignore[return-value]
 
-    def _on_writer(self, kind: str, fn: Callable) -> object:
+    def _on_writer(self, kind: str, fn: object) -> object:
         future: Future = Future()
         with self._closing:
             if self._closed:
@@ -185,7 +194,7 @@ class ReplicatedCommitter:
     def _serve(self, item: tuple) -> None:
         kind, fn, future = item
         try:
-            result = self._run_command(fn) if kind == "command" else fn()
+            result = self._run_command(*fn) if kind == "command" else fn()
         except BaseException as exc:          # never leave a caller waiting
             future.set_exception(exc)
         else:
@@ -339,21 +348,21 @@ class ReplicatedCommitter:
             self.pump(TICK)
 
     # ------------------------------------------------------------ commands
-    def _run_command(self, command: Command) -> object:
+    def _run_command(self, command: Command, bulk: bool) -> object:
         self._seen = set()
         try:
-            return self._run_attempts(command)
+            return self._run_attempts(command, bulk)
         finally:
             self._seen = None
 
-    def _run_attempts(self, command: Command) -> object:
+    def _run_attempts(self, command: Command, bulk: bool) -> object:
         deadline = time.monotonic() + self.settings.write_timeout
         unsure: list[tuple[set[str], object]] = []        # attempts refused after some of it may have landed
         while True:
             self.ready_for_write(deadline)
             state: dict[str, Any] = {}
             try:
-                result = self._attempt(command, state, deadline)
+                result = self._attempt(command, state, deadline, bulk)
             except Refused:
                 if "ids" in state:
                     unsure.append((state["ids"], state["result"]))
@@ -378,7 +387,7 @@ class ReplicatedCommitter:
         self.catch_up(deadline)
         return self.position == before and self.ready and not self.sealed
 
-    def _attempt(self, command: Command, state: dict[str, Any], deadline: float) -> object:
+    def _attempt(self, command: Command, state: dict[str, Any], deadline: float, bulk: bool) -> object:
         position = self.position
 
         def run(w: WriteTx) -> object:
@@ -387,7 +396,7 @@ class ReplicatedCommitter:
             if w.appended:
                 w.before_commit.append(lambda w: self._publish(w, position, state, deadline))
             return result
-        result = self.store.execute(run)
+        result = self.store.execute(run, bulk=bulk)
         if "sequence" in state:
             with self._changed:
                 self.position = replace(position, sequence=state["sequence"])

@@ -34,23 +34,21 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
 from eventstore import codec, files
-from eventstore.events import MessageWritten
-from eventstore.store import COMPACT_DIR, DATA_FILE, EventStore, Tx
+from eventstore.committer import LiveEvents
+from eventstore.store import COMPACT_DIR, DATA_FILE, EventStore
 
 from . import layout
-from .apply import Position, apply_records, raise_last_id, write_position
+from .apply import Position, apply_records, write_position
 from .layout import Control
 from .link import Gone, Link, Refused, Unreachable
 from .settings import Settings
-
-LiveEvents = Callable[[Tx], tuple[int, Iterator[MessageWritten]]]
 
 
 class Node(Protocol):
@@ -101,7 +99,7 @@ def adopt(c: Node, control: Control) -> None:
             def finish(w) -> None:
                 fresh.set_io_counters(w, dict(io, replace_calls=io["replace_calls"] + 1))
                 fresh.restore_meta(w, {b"secret": carried[b"secret"]} if b"secret" in carried else {})
-                raise_last_id(fresh, w, carried.get(b"last_id", b""))
+                fresh.raise_last_id(w, carried.get(b"last_id", b""))
                 write_position(w, position)
             fresh.maintain(finish, "moving to a new stream generation")
             fresh.sync()
