@@ -42,6 +42,7 @@ Why this module and not the SDK's ``stdio_server``: it pays.  Sequential
     this module, SDK dispatch      4.30          1.39                   1.77 M
     the SDK's stdio_server         3.58          1.81                   2.68 M
 
+(the runs: bench/results/stdio.jsonl and instructions.jsonl, "stdio path A/B"),
 so the fast path, which needs the ``take`` hook, takes 48% off the SDK
 transport's p50 and 64% of its instructions (the bar is 15%).  Its answers
 are the SDK's stdio server's byte for byte (tests/test_mcp_stdio_contract.py
