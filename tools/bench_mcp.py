@@ -206,7 +206,7 @@ def summary(samples: list[float]) -> dict:
 
     def pct(p: float) -> float:
         return round(ordered[min(len(ordered) - 1, max(0, int(p * len(ordered) + 0.5) - 1))], 3)
-    return {"n": len(ordered), "p50": pct(0.50), "p95": pct(0.95), "p99": pct(0.99),
+    return {"n": len(ordered), "p50": pct(0.50), "p95": pct(0.95), "p99": pct(0.99), "p99.9": pct(0.999),
             "mean": round(statistics.fmean(ordered), 3), "max": round(ordered[-1], 3)}
 
 
