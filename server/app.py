@@ -190,11 +190,7 @@ def _unreadable_reply(exc: Exception) -> types.JSONRPCError | None:
     """The error answering the line behind ``exc``; None for a notification or a response."""
     if isinstance(exc, LineTooLong):
         return error(None, types.INVALID_REQUEST, f"Invalid request: the line is longer than {MAX_LINE} bytes")
-    line = None
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        with contextlib.suppress(Exception):
-            line = errors()[0].get("input")
+    line = getattr(exc, "line", None)
     try:
         if not isinstance(line, (str, bytes, bytearray)):
             raise TypeError("no line")
@@ -253,9 +249,10 @@ def _required(then: Callable[[AppState], None], state: AppState) -> None:
 class FastCalls:
     """The stdio transport's short way for a plain ``tools/call``.
 
-    Through the SDK a tool call costs ~0.9M instructions beyond the tool's own work:
-    a memory stream between its reader and its dispatcher, the request's task,
-    context and session objects, the request validated against the protocol
+    Through the SDK's dispatch a ``write_message`` call costs the server about twice
+    the CPU it costs here (figures and benchmark: :mod:`server._stdio`): a memory
+    stream between its reader and its dispatcher, the request's task, context and
+    session objects, the request validated against the protocol
     version's schema and then as ``CallToolRequestParams``, the result built as
     ``CallToolResult``, dumped, validated and dumped again by the version's
     schema, then wrapped in ``JSONRPCResponse`` and serialized.  Here the reader
@@ -371,9 +368,21 @@ def _plain_call(params: dict[str, Any] | None) -> tuple[str, dict[str, Any] | No
     return (name, arguments) if len(params) == fields else None
 
 
+class UnreadableLine(ValueError):
+    """A line the SDK's parser refuses; ``line`` is the line (the parser's own error
+    names only the part it refused, e.g. params that are not an object)."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__("a line the SDK's stdio transport cannot parse")
+        self.line = line
+
+
 def parse_line(line: str) -> SessionMessage:
-    """A line of stdin as the SDK's stdio transport parses it."""
-    return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    """A line of stdin as the SDK's stdio transport parses it (:class:`UnreadableLine` if it cannot)."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:           # pydantic's ValidationError among them
+        raise UnreadableLine(line) from exc
 
 
 def line_of(item: SessionMessage) -> str:

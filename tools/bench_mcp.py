@@ -8,6 +8,8 @@
                                                     the server under callgrind: instructions a write
     python -m tools.bench_mcp --only-writes --no-fastcall
                                                     every tools/call through the SDK's dispatch
+    python -m tools.bench_mcp --only-writes --sdk-stdio
+                                                    the SDK's own stdio transport (tools.sdk_stdio)
 
 Everything goes through a real ``convmem serve`` subprocess and the official
 SDK client (``mcp.Client`` + ``StdioServerParameters``), so each figure
@@ -72,11 +74,15 @@ TARGETS = {"write_message": 2.0, "search_messages": 5.0, "start_legacy": 1000.0}
 HTTP_TARGETS = {"write_message": 3.0, "search_messages": 6.0, "start_http": 1000.0}
 
 
-def server_parameters(store: str, *, fastcall: bool = True, callgrind: str | None = None) -> StdioServerParameters:
+def server_parameters(store: str, *, fastcall: bool = True, callgrind: str | None = None,
+                      sdk_stdio: bool = False) -> StdioServerParameters:
     """``convmem serve`` on ``store``: the console script beside this Python (what a host
     runs), else ``-m server.cli``; warnings and errors only on stderr.  ``fastcall=False``:
-    ``CONVMEM_STDIO_FASTCALL=0``; ``callgrind``: under callgrind, its output files named so."""
+    ``CONVMEM_STDIO_FASTCALL=0``; ``callgrind``: under callgrind, its output files named so;
+    ``sdk_stdio``: the same server over the SDK's own stdio transport (:mod:`tools.sdk_stdio`)."""
     params = mcp_client.server_parameters(store, console_script=callgrind is None)
+    if sdk_stdio:
+        params.command, params.args = sys.executable, ["-m", "tools.sdk_stdio", "--store", store]
     if callgrind is not None:
         params.args = [params.command, *params.args]
         params.command = "valgrind"
@@ -200,7 +206,7 @@ def summary(samples: list[float]) -> dict:
 
     def pct(p: float) -> float:
         return round(ordered[min(len(ordered) - 1, max(0, int(p * len(ordered) + 0.5) - 1))], 3)
-    return {"n": len(ordered), "p50": pct(0.50), "p95": pct(0.95), "p99": pct(0.99),
+    return {"n": len(ordered), "p50": pct(0.50), "p95": pct(0.95), "p99": pct(0.99), "p99.9": pct(0.999),
             "mean": round(statistics.fmean(ordered), 3), "max": round(ordered[-1], 3)}
 
 
@@ -223,11 +229,12 @@ async def _over_stdio(store: str, **options):
 
 async def run(store: str, data: str, messages: int, writes: int, concurrency: int, starts: int,
               http: bool = False, only_writes: bool = False, *, warmup: int = 0, fastcall: bool = True,
-              callgrind: str | None = None) -> dict:
+              callgrind: str | None = None, sdk_stdio: bool = False) -> dict:
     argument_sets = turns(os.path.join(data, "locomo-dev.json"), messages + warmup)
     results: dict[str, dict] = {}
     counter = Callgrind(callgrind) if callgrind else None
-    connected = _over_http(store) if http else _over_stdio(store, fastcall=fastcall, callgrind=callgrind)
+    connected = _over_http(store) if http else _over_stdio(store, fastcall=fastcall, callgrind=callgrind,
+                                                                     sdk_stdio=sdk_stdio)
     async with connected as (client, server_cpu):
         if warmup:
             progress(f"warm-up: {warmup} sequential write_message calls")
@@ -297,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                    "with --callgrind)")
     p.add_argument("--no-fastcall", action="store_true", help="stdio: every tools/call through the SDK's dispatch "
                    "(CONVMEM_STDIO_FASTCALL=0)")
+    p.add_argument("--sdk-stdio", action="store_true", help="stdio: the same server over the SDK's own stdio "
+                   "transport (python -m tools.sdk_stdio), the reference for convmem serve")
     p.add_argument("--callgrind", metavar="OUT", default=None, help="stdio, with --only-writes: run the server under "
                    "callgrind and report its instructions per timed write (output files OUT.*)")
     args = p.parse_args(argv)
@@ -312,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
             store = args.store
         record = anyio.run(functools.partial(
             run, store, args.data, max(args.messages, args.writes), args.writes, args.fill_concurrency, args.starts,
-            args.http, args.only_writes, warmup=warmup, fastcall=not args.no_fastcall, callgrind=args.callgrind))
+            args.http, args.only_writes, warmup=warmup, fastcall=not args.no_fastcall, callgrind=args.callgrind,
+            sdk_stdio=args.sdk_stdio))
     print(table(record, HTTP_TARGETS if args.http else TARGETS))
     line = json.dumps({"bench": "mcp_http" if args.http else "mcp_stdio", **record}, separators=(",", ":"))
     print(line)

@@ -1,10 +1,10 @@
 """A full replay's index work, kept in memory and written in large steps.
 
-A replay runs in *bulk* mode: the merges the live path would do are followed
-in memory (which documents are pending, which merged), and the chunks are
-written at the end of the transaction (and every ``bulk_hold`` merged
-documents) — the same bytes, without re-reading and re-writing chunks every
-``merge_at`` documents.
+A replay runs in *bulk* mode: the merges the live path would do (the same
+:class:`~.policy.MergePolicy` decides them) are followed in memory (which
+documents are pending, which merged), and the chunks are written at the end
+of the transaction (and every ``bulk_hold`` merged documents) — the same
+bytes, without re-reading and re-writing chunks at every merge.
 
 A written message's postings come gathered with its batch (:mod:`.worker`):
 until they are written the message itself stands in the pending or merged
@@ -38,7 +38,7 @@ Fields = Sequence[GatheredField]         # a batch's gathered postings, per fiel
 
 class BulkReplay:
     def __init__(self, tx: Tx, config: IndexConfig, hold: WorkerHold | None = None) -> None:
-        self.tx, self.config = tx, config
+        self.tx, self.config, self.policy = tx, config, config.policy
         self.pending: dict[int, Record | Message] = {}
         self.merged: dict[int, Record | Message] = {}     # merged, not yet written
         self.deltas: dict[str, int] = {}
@@ -64,13 +64,13 @@ class BulkReplay:
             # need not come in docno order: appended at once, their pages stay full)
             put_appending(self.tx, DOCS, self.rows)
             self.rows = []
-        pending, merge_at, at = self.pending, self.config.merge_at, 0
+        pending, policy, at = self.pending, self.policy, 0
         while at < len(written):
-            part = written[at:at + max(merge_at - len(pending), 1)]
+            part = written[at:at + policy.room(len(pending))]
             at += len(part)
             pending.update(part)
             self.builder.add_many(part)
-            if len(pending) >= merge_at:
+            if policy.due(len(pending)):
                 self.merged.update(pending)
                 pending.clear()
                 if len(self.merged) >= self.config.bulk_hold:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .policy import MergePolicy
+
 
 @dataclass(frozen=True, slots=True)
 class IndexConfig:
-    merge_at: int = 2048         # layout: pending records that trigger a merge
+    merge_at: int = 2048         # layout: pending records that trigger a merge (see :class:`.policy.MergePolicy`)
     chunk: int = 128             # layout: one docno in ``chunk`` starts a posting chunk
     bulk_hold: int = 100_000     # records a bulk replay keeps in memory before writing them
     build_batch: int = 512       # written messages a replay hands the second process at a time
@@ -29,13 +31,18 @@ class IndexConfig:
             raise ValueError("merge_at, chunk, build_batch and bulk_hold must be at least 1")
 
     @property
+    def policy(self) -> MergePolicy:
+        """When the live and the bulk writers merge pending records."""
+        return MergePolicy(self.merge_at)
+
+    @property
     def cut(self) -> int:
         """A docno whose hash (see :func:`projections.index.chunks.boundary`) is below this starts a chunk."""
         return (1 << 64) // self.chunk
 
     def layout(self) -> str:
         """The knobs that decide bytes, as they go into the fingerprint."""
-        return f"merge_at={self.merge_at} chunk={self.chunk}"
+        return f"{self.policy.layout()} chunk={self.chunk}"
 
 
 DEFAULT = IndexConfig()

@@ -2,16 +2,19 @@
 within one write transaction.
 
 A written message's record goes to ``pending`` (one put instead of ~35
-postings scattered over the tree); the write that brings the number of
-pending records to ``merge_at`` merges them all into ``postings``, ``exact``
-and ``facets`` in its own transaction, so the cost of touching the tree is
-shared by ``merge_at`` writes.  When the merges happen depends on the
+postings scattered over the tree); the write after which the merge policy
+(:class:`~.policy.MergePolicy`) finds a merge due merges them all into
+``postings``, ``exact`` and ``facets`` in its own transaction, so the cost of
+touching the tree is shared by the writes in between, and bounded by the
+policy.  When the merges happen depends on the
 sequence of index operations alone, never on how they were grouped into
 transactions.  In a replay (``bulk``) the same work is followed in memory by
 :class:`~.bulk.BulkReplay` and written at the end.
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from eventstore.events import Message
 from eventstore.transaction import Tx
@@ -25,50 +28,92 @@ from .records import Record, count, entries_of, facet_keys, record_of, texts_of
 from .worker import WorkerHold
 
 
+class IndexWriter(Protocol):
+    """What :class:`IndexWork` asks of the writer behind it: :class:`LiveIndex`
+    (each operation written through) or :class:`~.bulk.BulkReplay` (a replay's,
+    held in memory) — both merge when the same :class:`~.policy.MergePolicy`
+    says so, and leave the same bytes."""
+
+    def index_many(self, written: list[tuple[int, Message]]) -> None:
+        """Index each written ``(docno, message)`` in turn (docnos only grow)."""
+
+    def held(self, docno: int) -> tuple[Record | None, bool]:
+        """(record, pending) of a document not merged into the tree yet, else (None, False)."""
+
+    def store_held(self, docno: int, rec: Record | None, pend: bool) -> None:
+        """Replace (None: drop) the record of a document :meth:`held` returned."""
+
+    def finish(self) -> dict[str, int]:
+        """Write what is held; returns the field statistics to add."""
+
+    def stop(self) -> None:
+        """Release what the writer started, committed or not."""
+
+
+class LiveIndex:
+    """The live :class:`IndexWriter`: a record a write, merged when due."""
+
+    def __init__(self, tx: Tx, config: IndexConfig) -> None:
+        self.tx, self.cut, self.policy = tx, config.cut, config.policy
+        self.deltas: dict[str, int] = {}
+
+    def index_many(self, written: list[tuple[int, Message]]) -> None:
+        tx = self.tx
+        handle = tx.db(PENDING)
+        for docno, msg in written:
+            docs.put(tx, docno, msg, new=True)
+            rec = record_of(msg)
+            count(self.deltas, enumerate(rec.fields), +1)
+            tx.txn.put(docno_key(docno), rec.stored(), db=handle)
+            if self.policy.due(tx.txn.stat(handle)["entries"]):
+                with tx.txn.cursor(db=handle) as cur:
+                    records = [(docno_of(k), Record.loaded(v)) for k, v in cur]
+                tx.txn.drop(handle, delete=False)
+                merge_records(tx, self.cut, records)
+
+    def held(self, docno: int) -> tuple[Record | None, bool]:
+        raw = self.tx.txn.get(docno_key(docno), db=self.tx.db(PENDING))
+        return (None, False) if raw is None else (Record.decode(raw), True)
+
+    def store_held(self, docno: int, rec: Record | None, pend: bool) -> None:
+        if rec is None:
+            self.tx.txn.delete(docno_key(docno), db=self.tx.db(PENDING))
+        else:
+            self.tx.txn.put(docno_key(docno), rec.encode(), db=self.tx.db(PENDING))
+
+    def finish(self) -> dict[str, int]:
+        out, self.deltas = self.deltas, {}
+        return out
+
+    def stop(self) -> None:
+        """Nothing runs beside a live write."""
+
+
 class IndexWork:
     """The term index's part of one write transaction's state."""
 
     def __init__(self, config: IndexConfig, bulk: bool, hold: WorkerHold | None = None) -> None:
         self.config, self.bulk, self.hold = config, bulk, hold
         self.deltas: dict[str, int] = {}        # field statistics to add at the flush
-        self.replay: BulkReplay | None = None
+        self.writer: IndexWriter | None = None
 
-    def _bulk(self, tx: Tx) -> BulkReplay | None:
-        if self.bulk and self.replay is None:
-            self.replay = BulkReplay(tx, self.config, self.hold)
-        return self.replay
+    def _writer(self, tx: Tx) -> IndexWriter:
+        if self.writer is None:
+            self.writer = BulkReplay(tx, self.config, self.hold) if self.bulk else LiveIndex(tx, self.config)
+        return self.writer
 
     # ---------------------------------------------------------- operations
     def index(self, tx: Tx, docno: int, msg: Message) -> None:
-        replay = self._bulk(tx)
-        if replay is not None:
-            replay.index(docno, msg)            # the record is built, and counted, later; the docs row too
-            return
-        docs.put(tx, docno, msg, new=True)                 # docnos only grow
-        rec = record_of(msg)
-        count(self.deltas, enumerate(rec.fields), +1)
-        handle = tx.db(PENDING)
-        raw = rec.stored()
-        tx.txn.put(docno_key(docno), raw, db=handle)
-        if tx.txn.stat(handle)["entries"] >= self.config.merge_at:
-            with tx.txn.cursor(db=handle) as cur:
-                records = [(docno_of(k), Record.loaded(v)) for k, v in cur]
-            tx.txn.drop(handle, delete=False)
-            merge_records(tx, self.config.cut, records)
+        self._writer(tx).index_many([(docno, msg)])
 
     def index_many(self, tx: Tx, written: list[tuple[int, Message]]) -> None:
         """:meth:`index` for each ``(docno, message)`` in turn."""
-        replay = self._bulk(tx)
-        if replay is not None:
-            replay.index_many(written)
-        else:
-            for docno, msg in written:
-                self.index(tx, docno, msg)
+        self._writer(tx).index_many(written)
 
     def unindex(self, tx: Tx, docno: int, msg: Message) -> None:
-        rec, pend = self._held(tx, docno)
+        rec, pend = self._writer(tx).held(docno)
         if rec is not None:
-            self._store_held(tx, docno, None, pend)
+            self._writer(tx).store_held(docno, None, pend)
         else:
             rec = record_of(msg)
             remove_fields(tx, self.config.cut, docno, dict(enumerate(rec.fields)))
@@ -86,13 +131,13 @@ class IndexWork:
         count(self.deltas, before.items(), -1)
         count(self.deltas, after.items(), +1)
         new_facets = facet_keys(new)
-        rec, pend = self._held(tx, docno)       # (in a replay, the docs rows held are written first)
+        rec, pend = self._writer(tx).held(docno)     # (in a replay, the docs rows held are written first)
         docs.put(tx, docno, new, new=False)
         if rec is not None:
             for f, entry in after.items():
                 rec.fields[f] = entry
             rec.facets = new_facets
-            self._store_held(tx, docno, rec, pend)
+            self._writer(tx).store_held(docno, rec, pend)
             return
         remove_fields(tx, self.config.cut, docno, before)
         add_fields(tx, self.config.cut, docno, after)
@@ -103,35 +148,17 @@ class IndexWork:
 
     # --------------------------------------------------- the transaction's end
     def finish(self, tx: Tx) -> dict[str, int]:
-        """Write what a replay held; returns the field statistics to add."""
-        if self.replay is not None:
-            for k, v in self.replay.finish().items():
+        """Write what the writer held; returns the field statistics to add."""
+        if self.writer is not None:
+            for k, v in self.writer.finish().items():
                 self.deltas[k] = self.deltas.get(k, 0) + v
         out, self.deltas = self.deltas, {}
         return out
 
     def close(self) -> None:
-        """Stop what a replay started (its second process), committed or not."""
-        if self.replay is not None:
-            self.replay.stop()
-
-    # ------------------------------------------------------------- helpers
-    def _held(self, tx: Tx, docno: int) -> tuple[Record | None, bool]:
-        """(record, pending) of a document not merged into the tree yet, else (None, False)."""
-        replay = self._bulk(tx)
-        if replay is not None:
-            return replay.held(docno)
-        raw = tx.txn.get(docno_key(docno), db=tx.db(PENDING))
-        return (None, False) if raw is None else (Record.decode(raw), True)
-
-    def _store_held(self, tx: Tx, docno: int, rec: Record | None, pend: bool) -> None:
-        replay = self._bulk(tx)
-        if replay is not None:
-            replay.store_held(docno, rec, pend)
-        elif rec is None:
-            tx.txn.delete(docno_key(docno), db=tx.db(PENDING))
-        else:
-            tx.txn.put(docno_key(docno), rec.encode(), db=tx.db(PENDING))
+        """Stop what the writer started (a replay's second process), committed or not."""
+        if self.writer is not None:
+            self.writer.stop()
 
 
-__all__ = ["FIELDS", "IndexWork"]
+__all__ = ["FIELDS", "IndexWork", "IndexWriter", "LiveIndex"]

@@ -1,11 +1,18 @@
-"""The stdio fast path for ``tools/call`` (server.app.FastCalls), end to end.
+"""The stdio contract: one abstract case (:class:`StdioContract`) run against each
+way ``convmem serve`` answers over stdio — the fast path for ``tools/call``
+(server.app.FastCalls) and every call through the SDK's dispatch
+(``CONVMEM_STDIO_FASTCALL=0``).
 
-Its answers are the SDK's, byte for byte: one battery of requests — results,
-error results, JSON-RPC errors, odd params, ids of both kinds, ``_meta`` — runs
-through a server with the fast path and one without (``CONVMEM_STDIO_FASTCALL=0``)
-and the raw lines are compared, server-made ids and clock readings masked.
-And what the server read before stdin ended is answered and stored, with the
-fast path and without.
+Every answer is the SDK's own stdio server's, byte for byte: one battery of
+requests — results, error results, JSON-RPC errors, odd params, ids of both
+kinds, ``_meta``, pings, notifications, a second ``initialize`` — runs through
+the same server over the SDK's ``stdio_server`` (:mod:`tools.sdk_stdio`, the
+reference) and through each path, and the raw lines must be equal, server-made
+ids and clock readings masked.  The lines the SDK leaves unanswered (a lone
+surrogate, params that are not an object, a line not JSON, a batch: lines its
+parser refuses) each path answers with a JSON-RPC error.  And what
+the server read before stdin ended is answered and stored; a stop by signal
+answers nothing twice and loses no acknowledged write.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -33,12 +42,11 @@ TEXT = 'quote " backslash \\ newline \n tab \t bell \x07 del \x7f é 日本語 �
 
 
 class Raw:
-    """``convmem serve`` on ``store`` driven line by line, fast path on or off."""
+    """A stdio server (``command``, with ``env`` added) driven line by line."""
 
-    def __init__(self, store: str, stderr: Path, *, fast: bool, stdout: int = subprocess.PIPE) -> None:
+    def __init__(self, command: list[str], stderr: Path, *, env: dict[str, str], stdout: int = subprocess.PIPE) -> None:
         self.err = open(stderr, "wb")
-        self.proc = _proc.start(serve_command(store, log_level=None), stdin=subprocess.PIPE, stdout=stdout,
-                                stderr=self.err, env={FASTCALL_ENV: "1" if fast else "0"})
+        self.proc = _proc.start(command, stdin=subprocess.PIPE, stdout=stdout, stderr=self.err, env=env)
 
     def send(self, *lines: str) -> None:
         self.proc.stdin.write("".join(line + "\n" for line in lines).encode("utf-8"))
@@ -84,14 +92,30 @@ def body_of(line: bytes) -> dict:
     return json.loads(json.loads(line)["result"]["content"][0]["text"])
 
 
-def battery(server: Raw) -> list[bytes]:
-    """Every answer to a fixed sequence of requests, in order (one request at a time)."""
-    out: list[bytes] = []
+NOT_JSON_RPC = "Invalid request: not valid JSON-RPC, or a string holds a lone surrogate"
+UNREADABLE = [                  # how each path answers the battery's lines the SDK's stdio server leaves unanswered
+    (213, -32600, NOT_JSON_RPC),
+    (None, -32700, "Parse error: the line is not JSON"),
+    (None, -32600, "Invalid request: not a JSON-RPC object"),
+    (312, -32600, NOT_JSON_RPC),
+]
+
+
+def battery(server: Raw, *, answers_unreadable: bool = True) -> list[bytes | None]:
+    """Every answer to a fixed sequence of requests, in order (one request at a time);
+    without ``answers_unreadable`` the lines the SDK cannot parse are not sent (None in their place)."""
+    out: list[bytes | None] = []
 
     def ask(line: str) -> bytes:
         server.send(line)
         out.append(server.line())
         return out[-1]
+
+    def ask_unreadable(line: str) -> None:
+        if answers_unreadable:
+            ask(line)
+        else:
+            out.append(None)
 
     write = {"session_id": "s", "role": "user", "content": TEXT}
     ask(call(1, "write_message", write))                                   # before initialize: the SDK's error
@@ -120,7 +144,7 @@ def battery(server: Raw) -> list[bytes]:
     ask(call(210, "", {}))
     ask(request(211, "tools/call", {"arguments": write}))
     ask(request(212, "tools/call"))
-    ask(request(213, "tools/call", [1]))
+    ask_unreadable(request(213, "tools/call", [1]))
     ask(call(214, "write_message", write, extra_param=1))
     modern = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}     # the 2026 envelope: refused on this era
     ask(call(215, "read_messages", {"view": "sessions"}, _meta=modern))
@@ -137,7 +161,12 @@ def battery(server: Raw) -> list[bytes]:
     ask(call(309, "read_messages", {"view": "sessions"}))
     ask(request(310, "ping"))
     ask(request(311, "no/such/method", {}))
-    ask(call(312, "write_message", {**write, "content": "bad \ud800 surrogate"}).replace("\ud800", "\\ud800"))
+    server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/no_such_thing"}),    # answered by nobody
+                json.dumps({"jsonrpc": "2.0", "method": 5}))
+    ask_unreadable("not json")
+    ask_unreadable(json.dumps([json.loads(request(320, "ping")), json.loads(request(321, "ping"))]))  # a batch
+    lone = call(312, "write_message", {**write, "content": "bad \ud800 surrogate"})
+    ask_unreadable(lone.replace("\ud800", "\\ud800"))
     ask(request(313, "initialize", INITIALIZE))                            # again: the SDK answers it
     ask(call(314, "write_message", {**write, "content": "after a second initialize"}))
     server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 314}}))
@@ -155,25 +184,6 @@ def masked(line: bytes) -> bytes:
     for pattern, replacement in _MASKS:
         line = pattern.sub(replacement, line)
     return line
-
-
-def test_the_fast_path_answers_every_request_of_a_battery_with_the_sdks_bytes(tmp_path):
-    answers = {}
-    for fast in (True, False):
-        (tmp_path / str(fast)).mkdir()
-        server = Raw(str(tmp_path / str(fast) / "store"), tmp_path / str(fast) / "stderr.log", fast=fast)
-        try:
-            answers[fast] = battery(server)
-        finally:
-            _proc.kill(server.proc, timeout=TIMEOUT)
-    assert len(answers[True]) == len(answers[False]) > 50
-    for with_fast, without in zip(answers[True], answers[False], strict=True):
-        assert masked(with_fast) == masked(without)
-    assert answers[True][-1] == b""                                    # nothing after the last answer
-    ids = [json.loads(line).get("id") for line in answers[True][:-1]]
-    assert 4 in ids and "id-5" in ids and 2**53 + 1 in ids and 'quote " id' in ids
-    for tmp in (True, False):
-        assert "Traceback" not in (tmp_path / str(tmp) / "stderr.log").read_text()
 
 
 def test_the_fast_path_takes_only_plain_calls():
@@ -211,45 +221,10 @@ def _stored(store_path: str) -> list[str]:
         service.close()
 
 
-@pytest.mark.parametrize("fast", [True, False], ids=["fast", "sdk"])
-def test_calls_read_before_stdin_ends_are_all_answered_and_stored(store_path, tmp_path, fast):
-    """Sixty writes and stdin's end in one go: each is answered with its result, none is
-    dropped or answered "Connection closed" (the SDK cancels what is in flight at its
-    input's end)."""
-    server = Raw(store_path, tmp_path / "stderr.log", fast=fast)
-    init = request(1, "initialize", INITIALIZE)
-    server.send(init)
-    assert json.loads(server.line())["id"] == 1
-    server.send(INITIALIZED, *_writes(60),
-                request(99, "tools/list"))
-    rest = server.finish()
-    answers = {json.loads(line)["id"]: json.loads(line) for line in rest.splitlines()}
-    assert sorted(answers) == [*range(10, 70), 99]
-    for rid in range(10, 70):
-        assert "result" in answers[rid], answers[rid]
-        assert body_of(json.dumps(answers[rid]).encode())["message"]["content"] == f"w{rid - 10}"
-    assert _stored(store_path) == sorted(f"w{i}" for i in range(60))
-
-
-@pytest.mark.parametrize("fast", [True, False], ids=["fast", "sdk"])
-def test_with_stdout_closed_every_call_read_before_stdin_ends_is_still_stored(store_path, tmp_path, fast):
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        server = Raw(store_path, tmp_path / "stderr.log", fast=fast, stdout=write_end)
-    finally:
-        os.close(write_end)
-    server.send(request(1, "initialize", INITIALIZE), INITIALIZED,
-                *_writes(30), "not json")
-    assert server.finish() == b""
-    assert "Traceback" not in (tmp_path / "stderr.log").read_text()
-    assert _stored(store_path) == sorted(f"w{i}" for i in range(30))
-
-
 def test_a_call_cancelled_while_in_flight_is_stored_and_never_answered(store_path, tmp_path):
     """As the SDK does: the write is not torn (it runs to its end), the client that gave
     up on it gets no answer; the cancellation matches "10" to 10 as the SDK does."""
-    server = Raw(store_path, tmp_path / "stderr.log", fast=True)
+    server = Raw(serve_command(store_path, log_level=None), tmp_path / "stderr.log", env={FASTCALL_ENV: "1"})
     server.send(request(1, "initialize", INITIALIZE), INITIALIZED)
     assert json.loads(server.line())["id"] == 1
     cancel = json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -265,7 +240,7 @@ def test_a_call_cancelled_while_in_flight_is_stored_and_never_answered(store_pat
 def test_a_client_that_pipelines_initialize_and_calls_gets_every_answer(store_path, tmp_path):
     """Calls sent before the initialize answer go the SDK's way (the SDK answers
     initialize first); later ones may take the fast path: all are answered."""
-    server = Raw(store_path, tmp_path / "stderr.log", fast=True)
+    server = Raw(serve_command(store_path, log_level=None), tmp_path / "stderr.log", env={FASTCALL_ENV: "1"})
     reader_lines: list[bytes] = []
     pump = threading.Thread(target=lambda: reader_lines.extend(server.proc.stdout), daemon=True)
     pump.start()
@@ -283,28 +258,109 @@ def test_a_client_that_pipelines_initialize_and_calls_gets_every_answer(store_pa
     assert all("result" in a and not a["result"]["isError"] for a in answers[1:])
 
 
-@pytest.mark.parametrize("fast", [True, False], ids=["fast", "sdk"])
-def test_sigterm_amid_calls_keeps_every_acknowledged_write_and_answers_nothing_twice(store_path, tmp_path, fast):
-    """A stop by signal while calls run: each call's answer is its result or the SDK's
-    "Connection closed" error, at most once; every acknowledged write is stored.  On the
-    fast path a write that committed is answered with its result (the SDK may answer
-    it "Connection closed")."""
-    server = Raw(store_path, tmp_path / "stderr.log", fast=fast)
-    server.send(request(1, "initialize", INITIALIZE), INITIALIZED)
-    assert json.loads(server.line())["id"] == 1
-    server.send(*_writes(40))
-    server.proc.send_signal(signal.SIGTERM)
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> list[bytes | None]:
+    """The battery's answers from the SDK's own stdio server (:mod:`tools.sdk_stdio`)."""
+    where = tmp_path_factory.mktemp("sdk-stdio")
+    server = Raw([sys.executable, "-m", "tools.sdk_stdio", "--store", str(where / "store")], where / "stderr.log",
+                 env={})
     try:
-        assert server.proc.wait(timeout=TIMEOUT) == 0        # a bound against hanging, not a timing assertion
-        answers = [json.loads(line) for line in server.proc.stdout.read().splitlines()]
+        return battery(server, answers_unreadable=False)
     finally:
-        server.close()
-    ids = [a["id"] for a in answers]
-    assert len(ids) == len(set(ids)) and set(ids) <= set(range(10, 50))
-    acknowledged = sorted(body_of(json.dumps(a).encode())["message"]["content"] for a in answers if "result" in a)
-    assert all(a["error"]["message"] == "Connection closed" for a in answers if "error" in a)
-    assert set(acknowledged) <= set(_stored(store_path))
-    if fast:
-        assert acknowledged == _stored(store_path)
-    log = (tmp_path / "stderr.log").read_text()
-    assert "SIGTERM received: stopping" in log and "Traceback" not in log
+        _proc.kill(server.proc, timeout=TIMEOUT)
+
+
+class StdioContract:
+    """What each stdio path of ``convmem serve`` does; a subclass names the path (``env``)."""
+
+    env: ClassVar[dict[str, str]]
+    answers_calls_that_committed_at_a_stop: ClassVar[bool]
+
+    def serve(self, store: str, stderr: Path, *, stdout: int = subprocess.PIPE) -> Raw:
+        return Raw(serve_command(store, log_level=None), stderr, env=self.env, stdout=stdout)
+
+    def test_every_answer_of_the_battery_is_the_sdk_stdio_servers_line(self, tmp_path, reference):
+        server = self.serve(str(tmp_path / "store"), tmp_path / "stderr.log")
+        try:
+            answers = battery(server)
+        finally:
+            _proc.kill(server.proc, timeout=TIMEOUT)
+        assert len(answers) == len(reference) > 50
+        unreadable = iter(UNREADABLE)
+        for mine, theirs in zip(answers, reference, strict=True):
+            assert mine is not None
+            if theirs is None:                                  # the SDK's transport never answers it
+                rid, code, message = next(unreadable)
+                assert json.loads(mine) == {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+            else:
+                assert masked(mine) == masked(theirs)
+        assert answers[-1] == b""                                     # nothing after the last answer
+        ids = [json.loads(line).get("id") for line in answers[:-1] if line]
+        assert 4 in ids and "id-5" in ids and 2**53 + 1 in ids and 'quote " id' in ids
+        assert "Traceback" not in (tmp_path / "stderr.log").read_text()
+
+    def test_calls_read_before_stdin_ends_are_all_answered_and_stored(self, store_path, tmp_path):
+        """Sixty writes and stdin's end in one go: each is answered with its result, none is
+        dropped or answered "Connection closed" (the SDK cancels what is in flight at its
+        input's end)."""
+        server = self.serve(store_path, tmp_path / "stderr.log")
+        init = request(1, "initialize", INITIALIZE)
+        server.send(init)
+        assert json.loads(server.line())["id"] == 1
+        server.send(INITIALIZED, *_writes(60),
+                    request(99, "tools/list"))
+        rest = server.finish()
+        answers = {json.loads(line)["id"]: json.loads(line) for line in rest.splitlines()}
+        assert sorted(answers) == [*range(10, 70), 99]
+        for rid in range(10, 70):
+            assert "result" in answers[rid], answers[rid]
+            assert body_of(json.dumps(answers[rid]).encode())["message"]["content"] == f"w{rid - 10}"
+        assert _stored(store_path) == sorted(f"w{i}" for i in range(60))
+
+    def test_with_stdout_closed_every_call_read_before_stdin_ends_is_still_stored(self, store_path, tmp_path):
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            server = self.serve(store_path, tmp_path / "stderr.log", stdout=write_end)
+        finally:
+            os.close(write_end)
+        server.send(request(1, "initialize", INITIALIZE), INITIALIZED,
+                    *_writes(30), "not json")
+        assert server.finish() == b""
+        assert "Traceback" not in (tmp_path / "stderr.log").read_text()
+        assert _stored(store_path) == sorted(f"w{i}" for i in range(30))
+
+    def test_sigterm_amid_calls_keeps_every_acknowledged_write_and_answers_nothing_twice(self, store_path, tmp_path):
+        """A stop by signal while calls run: each call's answer is its result or the SDK's
+        "Connection closed" error, at most once; every acknowledged write is stored.  On the
+        fast path a write that committed is answered with its result (the SDK may answer
+        it "Connection closed")."""
+        server = self.serve(store_path, tmp_path / "stderr.log")
+        server.send(request(1, "initialize", INITIALIZE), INITIALIZED)
+        assert json.loads(server.line())["id"] == 1
+        server.send(*_writes(40))
+        server.proc.send_signal(signal.SIGTERM)
+        try:
+            assert server.proc.wait(timeout=TIMEOUT) == 0        # a bound against hanging, not a timing assertion
+            answers = [json.loads(line) for line in server.proc.stdout.read().splitlines()]
+        finally:
+            server.close()
+        ids = [a["id"] for a in answers]
+        assert len(ids) == len(set(ids)) and set(ids) <= set(range(10, 50))
+        acknowledged = sorted(body_of(json.dumps(a).encode())["message"]["content"] for a in answers if "result" in a)
+        assert all(a["error"]["message"] == "Connection closed" for a in answers if "error" in a)
+        assert set(acknowledged) <= set(_stored(store_path))
+        if self.answers_calls_that_committed_at_a_stop:
+            assert acknowledged == _stored(store_path)
+        log = (tmp_path / "stderr.log").read_text()
+        assert "SIGTERM received: stopping" in log and "Traceback" not in log
+
+
+class TestFastPath(StdioContract):
+    env = {FASTCALL_ENV: "1"}
+    answers_calls_that_committed_at_a_stop = True
+
+
+class TestSdkDispatch(StdioContract):
+    env = {FASTCALL_ENV: "0"}
+    answers_calls_that_committed_at_a_stop = False
