@@ -6,7 +6,10 @@ messages are private.  Nothing here knows LMDB.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from typing import IO
 
 
 def make_private_dir(path: str) -> None:
@@ -23,6 +26,24 @@ def chmod_private(path: str) -> None:
         full = os.path.join(path, name)
         if os.path.isfile(full) and os.stat(full).st_mode & 0o077:
             os.chmod(full, 0o600)
+
+
+@contextlib.contextmanager
+def private_replacement(path: str, tmp: str) -> Iterator[IO[str]]:
+    """A UTF-8 text file written at ``tmp`` (0600, ``\\n`` line ends), synced and renamed
+    over ``path`` when the block ends: a reader of ``path`` sees the old file or the whole
+    new one.  When the block fails, ``tmp`` is removed and ``path`` left as it was."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with open(fd, "w", encoding="utf-8", newline="\n") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def preallocate(path: str, size: int) -> None:

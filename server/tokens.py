@@ -20,7 +20,6 @@ the file atomically (write a temporary file, fsync, rename).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
@@ -30,6 +29,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from eventstore import files
 from eventstore.errors import NotFoundError, ValidationError
 
 from .principals import Principal, check_name, check_patterns
@@ -102,18 +102,8 @@ def read(path: str) -> list[Entry]:
 def _write(path: str, entries: list[Entry]) -> None:
     text = json.dumps({"version": VERSION, "tokens": [e.to_json() for e in entries]}, indent=1) + "\n"
     os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with files.private_replacement(path, f"{path}.{os.getpid()}.tmp") as f:
+        f.write(text)
 
 
 def add(path: str, name: str, read_only: bool = False, sessions: tuple[str, ...] = ()) -> str:

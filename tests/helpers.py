@@ -5,21 +5,31 @@
 * :class:`Mcp` — a connected MCP client whose helpers parse and check every
   result (:func:`parse`, the error envelope), and :func:`connect`, a client
   connected in memory to a fresh server on a store;
-* :func:`nothing_changes` — no persisted state, counters included, changes.
+* :func:`nothing_changes` — no persisted state, counters included, changes;
+* :func:`export_text` — the JSONL export of a closed store;
+* :func:`modules` and :func:`parsed` — the repository's Python files, read as
+  text for the static checks (``ROOT`` is where they are looked for).
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import io
 import json
+import os
 import re
 from typing import Any
 
 import pytest
 from mcp import Client
 
+from server import transfer
 from server.app import build_server
+from server.service import MemoryService
 from tools.mcp_client import connect_http, http_server
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Clock:
@@ -157,3 +167,28 @@ async def nothing_changes(m: Mcp):
     before = await m.health()
     yield
     assert await m.health() == before
+
+
+def export_text(path: str) -> str:
+    """The JSONL export (header line first) of the store at ``path``, opened and closed here."""
+    service = MemoryService(path)
+    try:
+        out = io.StringIO()
+        transfer.export(service, out)
+        return out.getvalue()
+    finally:
+        service.close()
+
+
+def modules(package: str) -> list[str]:
+    """Every ``.py`` file below the folder ``package`` of ``ROOT``, as a path relative to it, sorted."""
+    out = []
+    for folder, _, files in os.walk(os.path.join(ROOT, package)):
+        out += [os.path.relpath(os.path.join(folder, f), ROOT) for f in files if f.endswith(".py")]
+    return sorted(out)
+
+
+def parsed(path: str) -> ast.Module:
+    """The syntax tree of the file ``path`` (relative to ``ROOT``); nothing in it runs."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+        return ast.parse(fh.read(), filename=path)

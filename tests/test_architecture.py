@@ -6,9 +6,10 @@ from __future__ import annotations
 import ast
 import os
 
+import helpers
 import pytest
+from helpers import ROOT, modules, parsed
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = ("eventstore", "projections", "server", "tools")
 LAYERS = ("eventstore", "projections", "server")
 # the MCP layer and its HTTP transport
@@ -18,21 +19,9 @@ MCP_ALLOWED = {"server/app.py", "server/auth.py", "server/bearer.py", "server/ht
 # (what the CLI needs of maintenance lives in server/maintenance.py).
 
 
-def modules(package: str) -> list[str]:
-    out = []
-    for folder, _, files in os.walk(os.path.join(ROOT, package)):
-        out += [os.path.relpath(os.path.join(folder, f), ROOT) for f in files if f.endswith(".py")]
-    return sorted(out)
-
-
-def _tree(path: str) -> ast.Module:
-    with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
-        return ast.parse(fh.read(), filename=path)
-
-
 def imported(path: str) -> set[str]:
     """Top-level names of every module imported anywhere in the file (relative ones resolved)."""
-    tree = _tree(path)
+    tree = parsed(path)
     package = path.split(os.sep)[0]
     names = set()
     for node in ast.walk(tree):
@@ -78,7 +67,7 @@ def test_the_import_walker_sees_relative_and_nested_imports(tmp_path, monkeypatc
     pkg = tmp_path / "eventstore"
     pkg.mkdir()
     (pkg / "x.py").write_text("from . import codec\ndef f():\n    import mcp.types\n    from server import app\n")
-    monkeypatch.setattr(__import__(__name__), "ROOT", str(tmp_path))
+    monkeypatch.setattr(helpers, "ROOT", str(tmp_path))
     assert imported(os.path.join("eventstore", "x.py")) == {"eventstore", "mcp", "server"}
 
 
@@ -100,7 +89,7 @@ def module_imports(path: str, known: set[str]) -> set[str]:
             dotted = dotted.rpartition(".")[0]
         return dotted or None
 
-    for node in ast.walk(_tree(path)):
+    for node in ast.walk(parsed(path)):
         targets = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -160,7 +149,7 @@ def test_the_cycle_finder_sees_a_cycle_through_relative_and_nested_imports(tmp_p
     (pkg / "b.py").write_text("def f():\n    from .c import thing\n")
     (pkg / "c.py").write_text("import eventstore.a\n")
     (pkg / "d.py").write_text("from eventstore import a, c\n")
-    monkeypatch.setattr(__import__(__name__), "ROOT", str(tmp_path))
+    monkeypatch.setattr(helpers, "ROOT", str(tmp_path))
     assert import_cycles(("eventstore",)) == [["eventstore.a", "eventstore.b", "eventstore.c"]]
 
 

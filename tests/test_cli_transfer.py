@@ -12,6 +12,7 @@ import tempfile
 from dataclasses import replace
 
 import pytest
+from helpers import export_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import contents, metadata, open_service, patches, roles, session_ids, unique_word, write
@@ -54,16 +55,6 @@ def build(path: str, plan: list, data) -> None:
 def _live(service: MemoryService, mid: str) -> bool:
     with service.snapshot() as (_, live):
         return any(m.message_id == mid for m in live)
-
-
-def export_text(path: str) -> str:
-    service = MemoryService(path)
-    try:
-        out = io.StringIO()
-        transfer.export(service, out)
-        return out.getvalue()
-    finally:
-        service.close()
 
 
 def import_text(path: str, text: str) -> int:

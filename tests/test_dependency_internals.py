@@ -17,22 +17,10 @@ import ast
 import os
 
 import pytest
+from helpers import ROOT, modules, parsed
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = ("eventstore", "projections", "server", "tools", "tests")
 PRODUCT = ("eventstore", "projections", "server")
-
-
-def modules(package: str) -> list[str]:
-    out = []
-    for folder, _, files in os.walk(os.path.join(ROOT, package)):
-        out += [os.path.relpath(os.path.join(folder, f), ROOT) for f in files if f.endswith(".py")]
-    return sorted(out)
-
-
-def _tree(path: str) -> ast.Module:
-    with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
-        return ast.parse(fh.read(), filename=path)
 
 
 def _private(name: str) -> bool:
@@ -49,7 +37,7 @@ def _ours_defined() -> set[str]:
     names: set[str] = set()
     for package in PRODUCT:
         for path in modules(package):
-            for node in ast.walk(_tree(path)):
+            for node in ast.walk(parsed(path)):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     names.add(node.name)
                 elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import import_samples as samples
 import pytest
@@ -65,10 +66,15 @@ def one_shot(tmp_path, name: str, source: str, files: dict[str, bytes], *more: d
     for n, version in enumerate((files, *more)):
         root = tmp_path / f"one-shot-{name}-files-{n}"
         for rel, data in version.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_bytes(data)
+            put(root, rel, data)
         run_import(store, source, [str(root)], QUIET)
     return snapshot(store)
+
+
+def put(root, rel: str, data: bytes) -> None:
+    """Write ``data`` at ``root/rel``, its folders made as needed."""
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / rel).write_bytes(data)
 
 
 def claude_code_files(tmp_path) -> dict[str, bytes]:
@@ -93,6 +99,14 @@ def codex_files(tmp_path) -> dict[str, bytes]:
     path = next(os.path.join(d, n) for d, _, names in os.walk(root) for n in names)
     with open(path, "rb") as fh:
         return {os.path.relpath(path, root): fh.read()}
+
+
+def one_rollout(tmp_path) -> tuple[dict[str, bytes], Path, str, bytes]:
+    """The codex sample, one rollout file, and the folder to follow it in (not written yet):
+    ``(files, root, its path below root, its bytes)``."""
+    files = codex_files(tmp_path)
+    (rel, data), = files.items()
+    return files, tmp_path / "f", rel, data
 
 
 def parts(data: bytes, rng: random.Random, count: int) -> list[bytes]:
@@ -140,8 +154,7 @@ def test_a_file_without_a_position_is_read_whole_and_a_new_project_is_found(tmp_
         f = follower(store, "claude-code", root)
         assert f.sweep() == 0
         for rel, data in files.items():       # a project directory that appears while following
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_bytes(data)
+            put(root, rel, data)
         assert f.sweep() > 0
         assert f.sweep() == 0                 # nothing new
         with store.read() as tx:
@@ -152,11 +165,8 @@ def test_a_file_without_a_position_is_read_whole_and_a_new_project_is_found(tmp_
 
 
 def test_a_restart_reads_from_the_position_not_the_whole_file(tmp_path, store_path):
-    files = codex_files(tmp_path)
-    (rel, data), = files.items()
-    root = tmp_path / "f"
-    (root / rel).parent.mkdir(parents=True)
-    (root / rel).write_bytes(data)
+    files, root, rel, data = one_rollout(tmp_path)
+    put(root, rel, data)
     with EventStore(store_path, Projector()) as store:
         follower(store, "codex", root).sweep()
     with open(root / rel, "ab") as fh:
@@ -184,8 +194,7 @@ def test_a_file_cut_or_changed_before_its_position_is_read_again_from_its_start(
     with EventStore(store_path, Projector()) as store:
         f = follower(store, "claude-code", root)
         for rel, data in files.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_bytes(data)
+            put(root, rel, data)
         f.sweep()
         if change == "replaced":
             os.rename(root / main, root / "old")
@@ -201,11 +210,8 @@ def test_a_file_cut_or_changed_before_its_position_is_read_again_from_its_start(
 
 
 def test_a_damaged_position_is_taken_for_none(tmp_path, store_path):
-    files = codex_files(tmp_path)
-    (rel, data), = files.items()
-    root = tmp_path / "f"
-    (root / rel).parent.mkdir(parents=True)
-    (root / rel).write_bytes(data)
+    files, root, rel, data = one_rollout(tmp_path)
+    put(root, rel, data)
     with EventStore(store_path, Projector()) as store:
         store.execute(lambda w: store.set_caller_value(w, positions.key("codex", str(root / rel)), b"\xff\x00"))
         follower(store, "codex", root).sweep()
@@ -227,8 +233,7 @@ def test_positions_survive_compaction_and_reading_goes_on(tmp_path, store_path):
     first, cut = whole.index(b"\n", len(whole) // 3) + 1, whole.index(b"\n", len(whole) // 2) + 1
     root = tmp_path / "f"
     for rel, data in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data if rel != main else whole[:first])
+        put(root, rel, data if rel != main else whole[:first])
     with EventStore(store_path, Projector()) as store:
         follower(store, "claude-code", root).sweep()
         (root / main).write_bytes(whole[:cut])
@@ -254,12 +259,9 @@ def test_positions_survive_compaction_and_reading_goes_on(tmp_path, store_path):
 
 @pytest.mark.parametrize("notify", [True, False])
 def test_the_loop_imports_appended_lines_until_stopped(tmp_path, store_path, notify):
-    files = codex_files(tmp_path)
-    (rel, data), = files.items()
-    root = tmp_path / "f"
-    (root / rel).parent.mkdir(parents=True)
+    files, root, rel, data = one_rollout(tmp_path)
     head, tail = data[:len(data) // 2], data[len(data) // 2:]
-    (root / rel).write_bytes(head)
+    put(root, rel, head)
     stop = threading.Event()
     sweeps: queue.Queue[int] = queue.Queue()
     with EventStore(store_path, Projector()) as store:
@@ -296,11 +298,8 @@ def test_roots_are_the_directories_above_the_globs(tmp_path):
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)])
 def test_the_command_stops_cleanly(tmp_path, store_path, sig, code):
-    files = codex_files(tmp_path)
-    (rel, data), = files.items()
-    root = tmp_path / "f"
-    (root / rel).parent.mkdir(parents=True)
-    (root / rel).write_bytes(data)
+    files, root, rel, data = one_rollout(tmp_path)
+    put(root, rel, data)
     with subprocess.Popen([sys.executable, "-m", "server.cli", "import", "codex", str(root), "--follow",
                            "--store", store_path], cwd=ROOT, stderr=subprocess.PIPE, text=True) as proc:
         try:
@@ -332,8 +331,7 @@ def test_lines_a_one_shot_import_wrote_after_the_position_are_not_written_twice(
     a, b = whole.index(b"\n", len(whole) // 3) + 1, whole.index(b"\n", 2 * len(whole) // 3) + 1
     root = tmp_path / "f"
     for rel, data in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data if rel != main else whole[:a])
+        put(root, rel, data if rel != main else whole[:a])
     with EventStore(store_path, Projector()) as store:
         first, second = follower(store, "claude-code", root), follower(store, "claude-code", root)
         first.sweep()
@@ -346,11 +344,8 @@ def test_lines_a_one_shot_import_wrote_after_the_position_are_not_written_twice(
 
 
 def test_reading_on_from_a_position_does_not_read_every_message_of_the_session(tmp_path, store_path, monkeypatch):
-    files = codex_files(tmp_path)
-    (rel, data), = files.items()
-    root = tmp_path / "f"
-    (root / rel).parent.mkdir(parents=True)
-    (root / rel).write_bytes(data)
+    files, root, rel, data = one_rollout(tmp_path)
+    put(root, rel, data)
     from server.importers import writer
     line = ('{"timestamp":"2025-10-02T09:01:00.000Z","type":"response_item","payload":{"type":"message",'
             '"role":"user","content":[{"type":"input_text","text":"and test %d"}]}}\n')
@@ -376,8 +371,7 @@ def test_files_read_in_small_parts_give_the_same_messages(tmp_path, store_path, 
     files = claude_code_files(tmp_path)
     root = tmp_path / "f"
     for rel, data in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data)
+        put(root, rel, data)
     with EventStore(store_path, Projector()) as store:
         f = Follower(store, "claude-code", [str(root)], QUIET, Report("claude-code", echo=False), chunk=chunk)
         f.sweep()

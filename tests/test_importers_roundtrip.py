@@ -13,6 +13,7 @@ import tempfile
 
 import import_samples as samples
 import pytest
+from helpers import export_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import SESSIONS, TAGS, open_service
@@ -21,25 +22,14 @@ from eventstore.errors import ValidationError
 from eventstore.events import KINDS, RELATION_TYPES, ROLES, TIERS, Metadata, written
 from eventstore.store import EventStore
 from projections.registry import Projector
-from server import archive, transfer, validation
+from server import archive, validation
 from server.cli import main
 from server.importers import Options, run_import
 from server.importers.turns import Report, Turn
 from server.importers.writer import Writer
-from server.service import MemoryService
 from server.tools import TOOLS
 
 SPECS = {t.name: t for t in TOOLS}
-
-
-def export_text(path: str) -> str:
-    service = MemoryService(path)
-    try:
-        out = io.StringIO()
-        transfer.export(service, out)
-        return out.getvalue()
-    finally:
-        service.close()
 
 
 def round_trip(path: str, root: str) -> str:

@@ -4,6 +4,7 @@ who did what; replay, compaction, export/import and replication keep it; an olde
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 
@@ -80,7 +81,7 @@ def test_export_import_carries_the_principal_and_an_older_export_still_imports(e
     transfer.export(svc, out)
     text = out.getvalue()
     assert json.loads(text.splitlines()[1])["principal"] == "agent-a"
-    with _opened(str(tmp_path / "copy")) as copy:
+    with contextlib.closing(MemoryService(str(tmp_path / "copy"))) as copy:
         transfer.write(copy, archive.read(io.StringIO(text)))
         assert revisions(copy, mid)[-1]["principal"] == "agent-a"
         again = io.StringIO()
@@ -89,23 +90,12 @@ def test_export_import_carries_the_principal_and_an_older_export_still_imports(e
     old = "".join(line if i == 0 else json.dumps({k: v for k, v in json.loads(line).items() if k != "principal"},
                                                  ensure_ascii=False, separators=(",", ":")) + "\n"
                   for i, line in enumerate(io.StringIO(text)))
-    with _opened(str(tmp_path / "old")) as copy:
+    with contextlib.closing(MemoryService(str(tmp_path / "old"))) as copy:
         assert transfer.write(copy, archive.read(io.StringIO(old))) == 1
         assert revisions(copy, mid)[-1]["principal"] is None
         again = io.StringIO()
         transfer.export(copy, again)
         assert again.getvalue() == old
-
-
-class _opened:
-    def __init__(self, path: str) -> None:
-        self.svc = MemoryService(path)
-
-    def __enter__(self) -> MemoryService:
-        return self.svc
-
-    def __exit__(self, *exc) -> None:
-        self.svc.close()
 
 
 def test_convmem_log_filters_by_principal_session_and_time(edited, capsys, store_path):

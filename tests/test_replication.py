@@ -10,6 +10,7 @@ processes (the failure tests in ``test_replication_failures.py`` run real
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -113,7 +114,7 @@ def test_without_replicate_nothing_imports_nats(tmp_path):
 def test_a_store_of_its_own_seeds_an_empty_stream_and_is_refused_by_one_with_a_history(cluster, stream, tmp_path):
     first, second = str(tmp_path / "own"), str(tmp_path / "other")
     for path in (first, second):
-        with _plain(path) as plain:
+        with contextlib.closing(MemoryService(path)) as plain:
             kept = plain.write_message("s", "user", f"kept in {path}", Metadata())["message"]["message_id"]
             gone = plain.write_message("s", "user", "deleted before", Metadata())["message"]["message_id"]
             plain.update_message(kept, f"updated in {path}", {}, None)
@@ -135,17 +136,6 @@ def test_a_store_of_its_own_seeds_an_empty_stream_and_is_refused_by_one_with_a_h
     finally:
         for svc in (seeded, empty, refused):
             svc.close()
-
-
-class _plain:
-    def __init__(self, path: str) -> None:
-        self.svc = MemoryService(path)
-
-    def __enter__(self) -> MemoryService:
-        return self.svc
-
-    def __exit__(self, *exc) -> None:
-        self.svc.close()
 
 
 # ------------------------------------------------------------ one store

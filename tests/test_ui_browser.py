@@ -18,10 +18,9 @@ import os
 import shutil
 
 import pytest
-from test_ui import CANARY, SESSION, XSS_SESSION, seed
+from test_ui import CANARY, SESSION, XSS_SESSION, seeded_server
 
 from server.ui import text
-from tools.mcp_client import http_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHROMIUM = os.environ.get("CONVMEM_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -53,11 +52,8 @@ def browser():
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("ui-browser") / "store")
-    ids = seed(path)
-    with http_server(path) as server:
+    with seeded_server(str(tmp_path_factory.mktemp("ui-browser") / "store")) as (server, ids):
         yield server, ids
-    assert "Traceback" not in "".join(server.lines), "".join(server.lines)
 
 
 class Visit:

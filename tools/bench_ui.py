@@ -34,14 +34,13 @@ import argparse
 import json
 import os
 import re
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from itertools import islice
 
 from eventstore.events import KINDS, Message, MessageWritten, Metadata
+from tools._workdir import workdir
 from tools.search_scale import DEFAULT_DATA, load
 
 BIG = "bench-big"
@@ -232,9 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.messages <= BIG_SIZE:
         parser.error(f"--messages must be more than {BIG_SIZE}")
-    path = args.store or os.path.join(tempfile.mkdtemp(prefix="convmem-ui-bench-"), "store")
     record: dict = {"benchmark": "ui", "messages": args.messages, "rounds": args.rounds}
-    try:
+    with workdir(args.store, "convmem-ui-bench-") as (path, _):
         if not os.path.exists(os.path.join(path, "data.mdb")):
             record["build"] = build(path, args.data, args.messages)
         from server.ui.chart import DAYS
@@ -245,9 +243,6 @@ def main(argv: list[str] | None = None) -> int:
         record["messages"] = record["per_day_all"]["messages"]
         record.update(measure(path, args.data, args.rounds))
         record["load_average"] = round(os.getloadavg()[0], 2)
-    finally:
-        if not args.store:
-            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
     print(table(record))
     print(json.dumps(record, sort_keys=True))
     return 0

@@ -42,14 +42,13 @@ import multiprocessing
 import os
 import re
 import resource
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from itertools import islice
 
 from eventstore.events import KINDS, Message, MessageWritten, Metadata
+from tools._workdir import workdir
 
 BATCH = 1000
 LIMIT = 10
@@ -230,9 +229,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"write a message (session {WRITES_SESSION!r}, not timed) before every timed search: "
                              "each search then sees a new snapshot; this ADDS messages to the store")
     args = parser.parse_args(argv)
-    path = args.store or os.path.join(tempfile.mkdtemp(prefix="convmem-scale-"), "store")
     built = None
-    try:
+    with workdir(args.store, "convmem-scale-") as (path, _):
         if not os.path.exists(os.path.join(path, "data.mdb")):
             ctx = multiprocessing.get_context("spawn")
             queue = ctx.Queue()
@@ -242,9 +240,6 @@ def main(argv: list[str] | None = None) -> int:
             child.join()
         record = run(path, args.data, args.messages, boost=not args.no_context, write=args.write_between)
         record["build"] = built or "reused"
-    finally:
-        if not args.store:
-            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
     print(table(record))
     print(json.dumps(record, sort_keys=True))
     return 0

@@ -8,7 +8,9 @@ is a regular file is refused the same way by every command, ``serve`` included.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+from collections.abc import Callable
 
 from ..service import MemoryService, default_store_path
 
@@ -23,6 +25,17 @@ class CommandError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def collector_paused(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """``run(args)`` with the garbage collector off: a server's start-up imports ~91,000
+    long-lived objects (the MCP SDK); no collections while they pile up, the server freezes
+    them and turns the collector back on (``_process.settle_heap``)."""
+    gc.disable()
+    try:
+        return run(args)
+    finally:
+        gc.enable()
 
 
 def store_path(args: argparse.Namespace) -> str:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from typing import IO
+
+from eventstore import files
 
 from .. import transfer
 from .._terminal import visible
@@ -32,20 +33,12 @@ def _target(path: str | None) -> Iterator[IO[str]]:
         sys.stdout.flush()
         return
     tmp = f"{path}.partial"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    except OSError as exc:
-        raise CommandError(f"cannot write {tmp}: {exc.strerror}") from None
-    try:
-        with open(fd, "w", encoding="utf-8", newline="\n") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with contextlib.ExitStack() as stack:
+        try:
+            fh = stack.enter_context(files.private_replacement(path, tmp))
+        except OSError as exc:
+            raise CommandError(f"cannot write {tmp}: {exc.strerror}") from None
+        yield fh
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,7 +4,6 @@ over streamable HTTP with ``--http`` (docs/http.md)."""
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib.util
 import os
 import sys
@@ -13,7 +12,7 @@ from eventstore.errors import ConvMemError
 from eventstore.files import make_private_dir
 
 from ..replication import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, committer_factory, parse_settings
-from ._common import CommandError, check_usable, store_path
+from ._common import CommandError, check_usable, collector_paused, store_path
 
 FASTCALL_ENV = "CONVMEM_STDIO_FASTCALL"     # "0": every tools/call through the SDK's dispatch (app.FastCalls)
 
@@ -50,13 +49,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Start-up imports ~91,000 long-lived objects (the MCP SDK): no collections while they
-    # pile up; the server freezes them and turns the collector back on (_process.settle_heap).
-    gc.disable()
-    try:
-        return _run(args)
-    finally:
-        gc.enable()
+    return collector_paused(_run, args)
 
 
 def _run(args: argparse.Namespace) -> int:

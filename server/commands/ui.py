@@ -9,9 +9,8 @@ the token ``convmem token`` prints (docs/ui.md).
 from __future__ import annotations
 
 import argparse
-import gc
 
-from ._common import CommandError, check_existing, store_path
+from ._common import CommandError, check_existing, collector_paused, store_path
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -26,11 +25,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    gc.disable()                # as `serve`: the server settles its heap once it has imported everything
-    try:
-        return _run(args)
-    finally:
-        gc.enable()
+    return collector_paused(_run, args)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -42,7 +42,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .options import Options
-from .reading import expand, file_time, jsonl
+from .reading import expand, file_time, jsonl, restored, saved
 from .turns import Report, Turn, as_text, parse_time
 
 NAME = "claude-code"
@@ -102,14 +102,11 @@ class _File:
         yield from self._summaries(ready)
 
     def state(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.STATE}
+        return saved(self, self.STATE)
 
     def restore(self, state: dict[str, Any]) -> None:
         """Take up the ``state`` of an earlier part (ValueError: not one)."""
-        if set(state) != set(self.STATE) or any(not isinstance(state[k], t) for k, t in self.STATE.items()):
-            raise ValueError("not the state of a claude-code reader")
-        for name in self.STATE:
-            setattr(self, name, state[name])
+        restored(self, self.STATE, state, "claude-code")
         self.summaries = [(n, line) for n, line in self.summaries]
 
     def _where(self, number: int) -> str:

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .options import Options
-from .reading import expand, file_time, jsonl
+from .reading import expand, file_time, jsonl, restored, saved
 from .turns import Report, Turn, as_text, parse_time, text_of
 
 NAME = "codex"
@@ -77,14 +77,11 @@ class _Rollout:
         return iter(())
 
     def state(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.STATE}
+        return saved(self, self.STATE)
 
     def restore(self, state: dict[str, Any]) -> None:
         """Take up the ``state`` of an earlier part (ValueError: not one)."""
-        if set(state) != set(self.STATE) or any(not isinstance(state[k], t) for k, t in self.STATE.items()):
-            raise ValueError("not the state of a codex reader")
-        for name in self.STATE:
-            setattr(self, name, state[name])
+        restored(self, self.STATE, state, "codex")
 
     def lines(self, numbered: Iterable[tuple[int, dict[str, Any]]]) -> Iterator[Turn]:
         """The turns of lines read."""

@@ -1,7 +1,8 @@
 """Reading source files without ever raising on their content: JSON lines one
 by one (a bad line is reported as ``file:line`` and skipped), a JSON export
 as a file or inside a zip, and the paths a user names (files, directories,
-globs) expanded to files.
+globs) expanded to files; and a file reader's state carried from one part of
+a growing file to the next.
 """
 
 from __future__ import annotations
@@ -135,3 +136,17 @@ def conversations(paths: list[str], report: Report) -> Iterator[tuple[str, dict[
                 report.skip(where, "not a conversation object")
                 continue
             yield where, conv, file_time(path)
+
+
+def saved(reader: object, schema: dict[str, type | tuple[type, ...]]) -> dict[str, Any]:
+    """The attributes of ``reader`` that ``schema`` names, to take up in a later part."""
+    return {name: getattr(reader, name) for name in schema}
+
+
+def restored(reader: object, schema: dict[str, type | tuple[type, ...]], state: dict[str, Any], kind: str) -> None:
+    """Set the attributes of ``reader`` from ``state``, saved by :func:`saved` (ValueError
+    naming ``kind``: not such a state)."""
+    if set(state) != set(schema) or any(not isinstance(state[k], t) for k, t in schema.items()):
+        raise ValueError(f"not the state of a {kind} reader")
+    for name in schema:
+        setattr(reader, name, state[name])

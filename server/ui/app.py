@@ -193,14 +193,20 @@ class BrowserUI:
             raise ConvMemError("the store is not open yet")
         return Reader(self._state, visitor.principal)
 
+    async def _admitted(self, request: Request) -> Visitor | Response:
+        """Who may see a signed-in page, or the answer instead: the Host/Origin refusal, or
+        the sign-in page."""
+        refused = await self._checked(request)
+        if refused is not None:
+            return refused
+        visitor = self._visitor(request)
+        return self._signin_page(request) if visitor is None else visitor
+
     def _page(self, build: Callable[[Request, Reader], pages.Page]):
         async def endpoint(request: Request) -> Response:
-            refused = await self._checked(request)
-            if refused is not None:
-                return refused
-            visitor = self._visitor(request)
-            if visitor is None:
-                return self._signin_page(request)
+            visitor = await self._admitted(request)
+            if isinstance(visitor, Response):
+                return visitor
             return await self._run(lambda: self._answer(
                 lambda: self._render(build(request, self._reader(visitor)), request, visitor), request, visitor))
         return endpoint
@@ -261,12 +267,9 @@ class BrowserUI:
         return response
 
     async def _delete(self, request: Request) -> Response:
-        refused = await self._checked(request)
-        if refused is not None:
-            return refused
-        visitor = self._visitor(request)
-        if visitor is None:
-            return self._signin_page(request)
+        visitor = await self._admitted(request)
+        if isinstance(visitor, Response):
+            return visitor
         message_id = request.path_params["message_id"]
         if request.method == "GET":         # the first click: only a confirmation page
             return await self._run(lambda: self._answer(
