@@ -1,54 +1,38 @@
 """The stdio transport, and stopping the server on a signal.
 
-The messages are the SDK's stdio transport's, byte for byte: one JSON-RPC
-message per line, parsed and serialized by the same SDK calls (which
-:mod:`server.app` passes in: nothing here imports ``mcp``).  What
-differs is where the work happens, because on this path it was most of a
-write's CPU:
+The messages are the SDK's stdio transport's, byte for byte, parsed and
+serialized by the SDK calls :mod:`server.app` passes in (nothing here imports
+``mcp``).  What differs is where the work happens:
 
-* the SDK reads stdin in a worker thread that cannot be cancelled (on a
-  terminal, SIGINT cancelled the server but the process then waited for the next
-  line).  Here a pipe, socket or terminal stays registered with the event loop
+* the SDK reads stdin in a worker thread that cannot be cancelled.  Here a
+  pipe, socket or terminal stays registered with the event loop
   (:class:`MessageReader`), so cancelling is immediate; a regular file or
-  ``/dev/null`` never blocks and is read in a thread;
-* the SDK writes each response with two calls into a worker thread (write, then
-  flush).  :class:`StdoutLines` writes at once from whichever thread has the
-  line: on a pipe or socket the descriptor is non-blocking and what a full pipe
-  does not take is written by the event loop when there is room
-  (``wait_writable``), so a client slow to read never blocks anyone; anything
-  else (a terminal, a file) is written in a thread as the SDK does;
-* the SDK puts a task and a memory stream on each side (a reader task parsing
-  lines into a stream, a writer task draining one).  :class:`MessageReader` and
-  :class:`MessageWriter` are the streams ``Server.run`` takes, with no task or
-  stream of their own;
-* the reader hands each message to a ``take`` hook first (the MCP layer's fast
-  path for ``tools/call``, which runs the call on a worker thread that writes
-  its answer through :meth:`StdoutLines.put`), right in the event loop's
-  callback for the readable descriptor; and at the end of stdin it awaits a
-  ``drain`` hook before the SDK sees the end: the SDK cancels what is still in
-  flight when its input ends, so calls already read would go unanswered.
+  ``/dev/null`` is read in a thread;
+* :class:`StdoutLines` writes each answer at once from whichever thread has
+  it (the SDK: two calls into a worker thread); on a pipe or socket what a full
+  pipe does not take is written by the event loop when there is room, so a
+  client slow to read never blocks anyone;
+* :class:`MessageReader` and :class:`MessageWriter` are the streams
+  ``Server.run`` takes, with no task or memory stream of their own;
+* the reader hands each message to a ``take`` hook first (the fast path for
+  ``tools/call``: a worker thread answers through :meth:`StdoutLines.put`), and
+  at the end of stdin awaits a ``drain`` hook, so calls already read are
+  answered before the SDK cancels what is in flight.
 
-Why this module and not the SDK's ``stdio_server``: it pays.  Sequential
-``write_message`` calls over stdio, each way measured back to back, three runs of
-1,000 writes (median; a loaded 2-core machine) and two under callgrind::
-
-    python -m tools.bench_mcp --only-writes --writes 1000                 this module + fast path
-    python -m tools.bench_mcp --only-writes --writes 1000 --no-fastcall   this module, SDK dispatch
-    python -m tools.bench_mcp --only-writes --writes 1000 --sdk-stdio     the SDK's stdio_server
-    python -m tools.bench_mcp --only-writes --writes 200 --callgrind OUT  (each of the three)
+Why this module and not the SDK's ``stdio_server``: it pays.  Medians of three
+interleaved runs of 1,000 sequential writes on a loaded 2-core machine
+(``python -m tools.bench_mcp --only-writes [--no-fastcall | --sdk-stdio]``;
+instructions from ``--callgrind OUT``; runs in bench/results/stdio.jsonl)::
 
     path                          p50 ms   server CPU ms a write   instructions a write
     this module + fast path        1.86          0.64                   0.97 M
     this module, SDK dispatch      4.30          1.39                   1.77 M
     the SDK's stdio_server         3.58          1.81                   2.68 M
 
-(the runs: bench/results/stdio.jsonl and instructions.jsonl, "stdio path A/B"),
-so the fast path, which needs the ``take`` hook, takes 48% off the SDK
-transport's p50 and 64% of its instructions (the bar is 15%).  Its answers
-are the SDK's stdio server's byte for byte (tests/test_mcp_stdio_contract.py
-runs one battery through both ways of this module and through
-:mod:`tools.sdk_stdio`); beyond speed, this module also answers the lines the
-SDK's transport leaves unanswered and drains what was read when stdin ends.
+The fast path takes 48% off the SDK transport's p50 (the bar is 15%).  Its
+answers are the SDK's byte for byte (tests/test_mcp_stdio_contract.py runs one
+battery through both ways of this module and :mod:`tools.sdk_stdio`), and it
+also answers the lines the SDK leaves unanswered.
 
 :func:`until_signal` runs the server until SIGINT or SIGTERM, then cancels
 it: the lifespan's ``finally`` closes the store after the write in progress

@@ -123,7 +123,7 @@ def test_a_bug_in_a_command_does_not_mark_the_store_damaged(service):
     def command(w):
         raise KeyError("bug")
     with pytest.raises(Exception) as info:
-        service._write(command)
+        service.submit(command)
     assert info.value.code == "INTERNAL_ERROR"
     assert service.health()["status"] == "OK" and service.last_error == ""
 
