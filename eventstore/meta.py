@@ -13,6 +13,9 @@ key                value
 ``last_id``        16 bytes: the greatest message id given so far
 ``secret``         32 random bytes: the key that signs paging cursors
 ``io``             CBOR map of the logical I/O counters (:data:`IO_KEYS`)
+``repl_generation``, ``repl_sequence``, ``repl_offset``
+                   8-byte ints: a replicated node's position in its stream
+                   (:func:`stream_position`; written by the replication package)
 ``follow/…``       a caller's own values (:data:`CALLER_PREFIX`): where
                    ``import --follow`` and the hook stopped reading each
                    transcript (:mod:`server.importers.positions`)
@@ -32,6 +35,7 @@ FORMAT_VERSION = 2
 IO_KEYS = ("write_bytes", "write_calls", "flush_calls", "truncate_calls", "replace_calls")
 CARRIED = (b"last_id", b"secret")   # kept across compaction besides the counters (and the callers' values)
 CALLER_PREFIX = b"follow/"          # keys a caller may read and write through the store (kept by compaction)
+_STREAM_KEYS = (b"repl_generation", b"repl_sequence", b"repl_offset")
 _IO_ORDER = codec.canonical_order(IO_KEYS)     # the counters' map is built in this order: written without sorting
 
 
@@ -51,6 +55,20 @@ def get_int(txn, db, key: bytes, default: int = 0) -> int:
 
 def put_int(txn, db, key: bytes, value: int) -> None:
     txn.put(key, value.to_bytes(8, "big"), db=db)
+
+
+def stream_position(txn, db) -> tuple[int, int, int] | None:
+    """(generation, sequence, offset) of a node of a replicated store; None
+    for a store that never followed a stream."""
+    generation = find_int(txn, db, _STREAM_KEYS[0])
+    if generation is None:
+        return None
+    return generation, get_int(txn, db, _STREAM_KEYS[1]), get_int(txn, db, _STREAM_KEYS[2])
+
+
+def put_stream_position(txn, db, generation: int, sequence: int, offset: int) -> None:
+    for key, value in zip(_STREAM_KEYS, (generation, sequence, offset)):
+        put_int(txn, db, key, value)
 
 
 def find_text(txn, db, key: bytes) -> str | None:

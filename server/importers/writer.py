@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import cast
 
-from eventstore import ids
+from eventstore import ids, meta
 from eventstore.committer import Submits
 from eventstore.errors import ValidationError
 from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata, metadata, written
@@ -51,7 +51,6 @@ from eventstore.store import EventStore, Tx, WriteTx
 from projections import history, messages, sessions
 
 from .. import validation
-from ..replication.apply import read_position
 from .turns import IMPORT_ID_PREFIX, Report, Turn, import_id
 
 BATCH = 20_000          # turns per transaction
@@ -230,7 +229,7 @@ def refuse_node(store: EventStore) -> None:
     there that the stream never saw would fork the node from it (the node would
     refuse every later write).  Such a store is written through its service."""
     with store.read() as tx:
-        if read_position(tx) is not None:
+        if meta.stream_position(tx.txn, tx.db("meta")) is not None:
             raise ValidationError("store: is a node of a replicated store (served with --replicate); an import "
                                   "there must go through the node's service, never into its files")
 

@@ -2,7 +2,7 @@
 
 The events of a batch are appended to the local log and projected by the
 existing projectors in one write transaction, which also stores the stream
-sequence reached (:data:`layout.SEQUENCE_KEY`): a crash keeps all of it or
+sequence reached (the store's ``repl_sequence``): a crash keeps all of it or
 none of it, and a message at or below the stored sequence is skipped, so a
 redelivery changes nothing.  The local log numbers events as the stream does
 (this store's sequence is the stream's plus the generation's ``offset``, so
@@ -41,19 +41,12 @@ class Position:
 
 def read_position(tx: Tx) -> Position | None:
     """None for a store that never followed a stream."""
-    db = tx.db("meta")
-    generation = meta.find_int(tx.txn, db, layout.GENERATION_KEY)
-    if generation is None:
-        return None
-    return Position(generation, meta.get_int(tx.txn, db, layout.SEQUENCE_KEY),
-                    meta.get_int(tx.txn, db, layout.OFFSET_KEY))
+    found = meta.stream_position(tx.txn, tx.db("meta"))
+    return None if found is None else Position(*found)
 
 
 def write_position(w: WriteTx, position: Position) -> None:
-    db = w.db("meta")
-    meta.put_int(w.txn, db, layout.GENERATION_KEY, position.generation)
-    meta.put_int(w.txn, db, layout.SEQUENCE_KEY, position.sequence)
-    meta.put_int(w.txn, db, layout.OFFSET_KEY, position.offset)
+    meta.put_stream_position(w.txn, w.db("meta"), position.generation, position.sequence, position.offset)
 
 
 def check_aligned(store: EventStore, tx: Tx, position: Position, sealed: bool) -> None:

@@ -33,9 +33,6 @@ from dataclasses import dataclass
 from eventstore.errors import ValidationError
 from eventstore.events import Event, MessageWritten
 
-GENERATION_KEY = b"repl_generation"
-SEQUENCE_KEY = b"repl_sequence"
-OFFSET_KEY = b"repl_offset"
 KIND_HEADER = "Convmem-Kind"          # "seal" on a generation's last message; absent on events
 SEAL = "seal"
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
