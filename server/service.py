@@ -98,10 +98,11 @@ class MemoryService:
     def write_message(self, session_id: str, role: str, content: str, metadata: Metadata,
                       *, principal: Principal = LOCAL) -> dict:
         principal.check_session_write(session_id)
+        validation.given(session_id, role, content, metadata)      # the id, clock and revision are valid
 
         def command(w: WriteTx) -> Message:
             now = w.now_ms()
-            msg = validation.message(Message(w.new_id(now), session_id, role, content, now, now, 1, metadata))
+            msg = Message(w.new_id(now), session_id, role, content, now, now, 1, metadata)
             w.append([MessageWritten(msg, principal.name)])
             return msg
         msg = self.submit(command)
