@@ -157,11 +157,12 @@ class MemoryService:
         :func:`server.archive.read`).  ``principals``: each message's principal
         as the archive gives it (None, or missing: ``default_principal``)."""
         given = list(principals) if principals is not None else [None] * len(batch)
+        for msg in batch:           # before the commit: none of it under the commit lock
+            validation.message(msg)
 
         def command(w: WriteTx) -> int:
             written, top = 0, b""
             for msg, by in zip(batch, given):
-                validation.message(msg)
                 state = messages.get(w, msg.message_id)
                 if state is not None:
                     if messages.load(w, state) != msg:
