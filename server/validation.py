@@ -112,14 +112,15 @@ def json_integer(digits: str) -> int:
     return int(digits)
 
 
-# one decoder for every call: json.loads with an option builds a new one each time
-_DECODER = json.JSONDecoder(parse_constant=_refuse, parse_int=json_integer)
+# one decoder for every call (tool arguments, archive lines): json.loads with an option
+# builds a new one each time
+DECODER = json.JSONDecoder(parse_constant=_refuse, parse_int=json_integer)
 
 
 def parse_json(value: Any, field: str) -> Any:
     text(value, field, max_bytes=MAX_CONTENT * 8)
     try:
-        return _DECODER.decode(value)
+        return DECODER.decode(value)
     except NumberTooLong:
         raise ValidationError(f"{field}: numbers must have at most {MAX_DIGITS} digits") from None
     except RecursionError:
