@@ -30,7 +30,6 @@ from eventstore.errors import (
     CorruptStoreError,
     NotFoundError,
     StoreIOError,
-    ValidationError,
 )
 from eventstore.events import KINDS, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.group_commit import group_committer
@@ -319,9 +318,7 @@ class MemoryService:
         """Live messages by UTC day of their write time, for the ``days`` days up to the newest
         message's, and how many are older (:func:`projections.messages.per_day`); whole-store
         counts, so refused to a limited principal, as health is."""
-        if principal.limited:
-            raise ValidationError(f"written_per_day: counts the whole store and needs a token that sees "
-                                  f"every session, not only {principal.scope_text()}")
+        principal.check_every_session("written_per_day: counts the whole store and")
         with self._read() as tx:
             counts = messages.per_day(tx, days)
             return counts, stats.read(tx)["active"] - sum(counts.values())
@@ -329,9 +326,7 @@ class MemoryService:
     # -------------------------------------------------------- maintenance
     def rebuild(self, *, principal: Principal = LOCAL) -> dict:
         principal.check_write("rebuild_index")
-        if principal.limited:
-            raise ValidationError(f"rebuild_index: needs a token that sees every session, not only "
-                                  f"{principal.scope_text()}")
+        principal.check_every_session("rebuild_index:")
         try:
             result = self.committer.rebuild()
             if result is None:
@@ -355,9 +350,7 @@ class MemoryService:
         return stats.read(tx)["active"], events()
 
     def health(self, *, principal: Principal = LOCAL) -> dict:
-        if principal.limited:
-            raise ValidationError(f"get_system_health: reports on the whole store and needs a token that sees "
-                                  f"every session, not only {principal.scope_text()}")
+        principal.check_every_session("get_system_health: reports on the whole store and")
         with self._read(synced=False) as tx:
             st = stats.read(tx)
             size = lambda *names: sum(self.store.db_bytes(tx, n) for n in names)
