@@ -20,7 +20,6 @@ definition of a valid message every writer uses (the limits and messages of
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -65,10 +64,8 @@ def message_from_object(obj: Any) -> Message:
 
 
 def _parse(text: str) -> Any:
-    def refuse(_token: str) -> None:
-        raise ValueError("non-finite number")
     try:
-        return json.loads(text, parse_constant=refuse)
+        return validation.DECODER.decode(text)
     except (ValueError, RecursionError):
         raise ValidationError("the line is not valid JSON") from None
 

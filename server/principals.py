@@ -64,6 +64,12 @@ class Principal:
         if not self.sees(session_id):
             raise ValidationError(f"session_id: must be within this token's scope ({self.scope_text()})")
 
+    def check_every_session(self, refused: str) -> None:
+        """Refuse a whole-store call to a limited principal: ``refused`` opens the message
+        (``"<field>: <what it does> and"``, or ``"<field>:"``)."""
+        if self.limited:
+            raise ValidationError(f"{refused} needs a token that sees every session, not only {self.scope_text()}")
+
     def check_session_read(self, session_id: str, what: str = "message_id") -> None:
         """A message of ``session_id`` asked for by id: outside the scope it does not exist."""
         if not self.sees(session_id):

@@ -31,6 +31,7 @@ class Seen:
         self.principal = principal
         self.limited = principal.limited
         self._sessions: dict[str, bool] = {}
+        self._messages: dict[str, bool] = {}
 
     def session(self, session_id: str) -> bool:
         if not self.limited:
@@ -44,8 +45,11 @@ class Seen:
         """Whether ``message_id`` names a live message this principal sees."""
         if not self.limited:
             return True
-        state = messages.get(self.tx, message_id)
-        return state is not None and self.session(state.session_id)
+        known = self._messages.get(message_id)
+        if known is None:       # a hit's relations are asked for again by its count and supersession
+            state = messages.get(self.tx, message_id)
+            known = self._messages[message_id] = state is not None and self.session(state.session_id)
+        return known
 
     def render(self, msg: Message) -> dict:
         """The message as docs/tools.md shapes it, less the ids this principal does not see."""

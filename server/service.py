@@ -30,7 +30,6 @@ from eventstore.errors import (
     CorruptStoreError,
     NotFoundError,
     StoreIOError,
-    ValidationError,
 )
 from eventstore.events import KINDS, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata
 from eventstore.group_commit import group_committer
@@ -98,10 +97,11 @@ class MemoryService:
     def write_message(self, session_id: str, role: str, content: str, metadata: Metadata,
                       *, principal: Principal = LOCAL) -> dict:
         principal.check_session_write(session_id)
+        validation.given(session_id, role, content, metadata)      # the id, clock and revision are valid
 
         def command(w: WriteTx) -> Message:
             now = w.now_ms()
-            msg = validation.message(Message(w.new_id(now), session_id, role, content, now, now, 1, metadata))
+            msg = Message(w.new_id(now), session_id, role, content, now, now, 1, metadata)
             w.append([MessageWritten(msg, principal.name)])
             return msg
         msg = self.submit(command)
@@ -156,11 +156,12 @@ class MemoryService:
         :func:`server.archive.read`).  ``principals``: each message's principal
         as the archive gives it (None, or missing: ``default_principal``)."""
         given = list(principals) if principals is not None else [None] * len(batch)
+        for msg in batch:           # before the commit: none of it under the commit lock
+            validation.message(msg)
 
         def command(w: WriteTx) -> int:
             written, top = 0, b""
             for msg, by in zip(batch, given):
-                validation.message(msg)
                 state = messages.get(w, msg.message_id)
                 if state is not None:
                     if messages.load(w, state) != msg:
@@ -317,9 +318,7 @@ class MemoryService:
         """Live messages by UTC day of their write time, for the ``days`` days up to the newest
         message's, and how many are older (:func:`projections.messages.per_day`); whole-store
         counts, so refused to a limited principal, as health is."""
-        if principal.limited:
-            raise ValidationError(f"written_per_day: counts the whole store and needs a token that sees "
-                                  f"every session, not only {principal.scope_text()}")
+        principal.check_every_session("written_per_day: counts the whole store and")
         with self._read() as tx:
             counts = messages.per_day(tx, days)
             return counts, stats.read(tx)["active"] - sum(counts.values())
@@ -327,9 +326,7 @@ class MemoryService:
     # -------------------------------------------------------- maintenance
     def rebuild(self, *, principal: Principal = LOCAL) -> dict:
         principal.check_write("rebuild_index")
-        if principal.limited:
-            raise ValidationError(f"rebuild_index: needs a token that sees every session, not only "
-                                  f"{principal.scope_text()}")
+        principal.check_every_session("rebuild_index:")
         try:
             result = self.committer.rebuild()
             if result is None:
@@ -353,9 +350,7 @@ class MemoryService:
         return stats.read(tx)["active"], events()
 
     def health(self, *, principal: Principal = LOCAL) -> dict:
-        if principal.limited:
-            raise ValidationError(f"get_system_health: reports on the whole store and needs a token that sees "
-                                  f"every session, not only {principal.scope_text()}")
+        principal.check_every_session("get_system_health: reports on the whole store and")
         with self._read(synced=False) as tx:
             st = stats.read(tx)
             size = lambda *names: sum(self.store.db_bytes(tx, n) for n in names)

@@ -112,14 +112,15 @@ def json_integer(digits: str) -> int:
     return int(digits)
 
 
-# one decoder for every call: json.loads with an option builds a new one each time
-_DECODER = json.JSONDecoder(parse_constant=_refuse, parse_int=json_integer)
+# one decoder for every call (tool arguments, archive lines): json.loads with an option
+# builds a new one each time
+DECODER = json.JSONDecoder(parse_constant=_refuse, parse_int=json_integer)
 
 
 def parse_json(value: Any, field: str) -> Any:
     text(value, field, max_bytes=MAX_CONTENT * 8)
     try:
-        return _DECODER.decode(value)
+        return DECODER.decode(value)
     except NumberTooLong:
         raise ValidationError(f"{field}: numbers must have at most {MAX_DIGITS} digits") from None
     except RecursionError:
@@ -223,13 +224,7 @@ def message(msg: Message) -> Message:
     message: the tools' writes, every importer, ``import jsonl`` and export
     check what they write with it."""
     ulid(msg.message_id, "message_id")
-    if type(msg.session_id) is str:
-        _stored_session(msg.session_id)
-    else:
-        session_id(msg.session_id)
-    if msg.role not in ROLES:
-        choice(msg.role, "role", ROLES)
-    content(msg.content)
+    _given(msg.session_id, msg.role, msg.content)
     if type(msg.timestamp) is not int or not 0 <= msg.timestamp <= MAX_TIMESTAMP:
         integer(msg.timestamp, "timestamp", 0, MAX_TIMESTAMP)
     if type(msg.updated_at) is not int or not 0 <= msg.updated_at <= MAX_TIMESTAMP:
@@ -238,6 +233,23 @@ def message(msg: Message) -> Message:
         integer(msg.revision, "revision", 1, MAX_TIMESTAMP)
     metadata(msg.metadata)
     return msg
+
+
+def given(session: str, role: str, body: str, meta: Metadata) -> None:
+    """:func:`message`'s checks of the fields a writer gives (not its id, clock or
+    revision): run before a write starts, so the commit does not run them."""
+    _given(session, role, body)
+    metadata(meta)
+
+
+def _given(session: Any, role: Any, body: Any) -> None:
+    if type(session) is str:
+        _stored_session(session)
+    else:
+        session_id(session)
+    if role not in ROLES:
+        choice(role, "role", ROLES)
+    content(body)
 
 
 @lru_cache(maxsize=1024)
