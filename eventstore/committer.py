@@ -1,11 +1,13 @@
 """The committer interface: how every writer of an open store submits its commands.
 
 A *command* is a function of a :class:`~eventstore.store.WriteTx` that reads
-state, decides and appends events.  Every writer — the tools, ``rebuild``, an
-import, ``import --follow`` and the Claude Code hook — hands its commands to
+state, decides and appends events.  Every writer of a served store — the
+tools, ``rebuild``, an import through the service — hands its commands to
 one committer, which runs each in a durable commit and returns its result
-(or raises its error).  Which committer runs them is chosen by whoever opens
-the store for serving:
+(or raises its error); an import, ``import --follow`` or the Claude Code hook
+that opened a store for itself alone runs them in the store's own
+transactions (:meth:`EventStore.execute`), a replicated node's store refused.
+Which committer runs them is chosen by whoever opens the store for serving:
 
 * :class:`~eventstore.group_commit.GroupCommitter` — a store of its own:
   concurrent commands gathered into one commit;

@@ -5,10 +5,11 @@ A session's project is the ``project:<cwd>`` tag its imported Claude Code
 messages carry (:mod:`server.importers.claude_code`); a message written into
 that session, by an import or by an agent, belongs to the project.  The
 briefing holds the project's *distilled memories* — live messages of every
-kind but ``conversation`` — that no live message supersedes (a
-``supersedes`` relation pointing at it), highest importance first, then
-newest first, each on one line (its summary when it has one, else its
-content, cut at :data:`LINE_BYTES`), as many as fit in the byte budget.
+kind but ``conversation`` — that no live message supersedes (read as
+``search_messages`` reads it: :meth:`server.scope.Seen.superseded_by`),
+highest importance first, then newest first, each on one line (its summary
+when it has one, else its content, cut at :data:`LINE_BYTES`), as many as
+fit in the byte budget.
 
 Only the sessions whose entry counts a message of another kind than
 ``conversation`` are looked at; each is read from its newest message back
@@ -23,9 +24,11 @@ from dataclasses import dataclass
 
 from eventstore.events import KINDS
 from eventstore.store import Tx
-from projections import history, messages, relations, sessions
+from projections import history, messages, sessions
 
 from .importers.turns import cut, tag
+from .principals import LOCAL
+from .scope import Seen
 
 BUDGET = 8192           # bytes of the briefing, by default
 LINE_BYTES = 1024       # bytes of one memory's text at most
@@ -80,7 +83,7 @@ def _distilled(tx: Tx, session_id: str, count: int) -> list[Memory]:
     if ends is None:
         return []
     found: list[Memory] = []
-    seen = 0
+    seen, seen_by = 0, Seen(tx, LOCAL)
     page = [ends[1]]
     while page and seen < count:
         for mid in reversed(page):
@@ -88,17 +91,12 @@ def _distilled(tx: Tx, session_id: str, count: int) -> list[Memory]:
             if state is None or state.metadata.memory_kind == "conversation":
                 continue
             seen += 1
-            if not _superseded(tx, mid):
+            if seen_by.superseded_by(mid) is None:
                 text = state.metadata.summary or messages.content(tx, state)
                 found.append(Memory(state.metadata.importance, state.timestamp, mid, state.metadata.memory_kind,
                                     cut(" ".join(text.split()), LINE_BYTES)))
         page = history.before(tx, session_id, page[0], PAGE)
     return found
-
-
-def _superseded(tx: Tx, message_id: str) -> bool:
-    return any(direction == "incoming" and rtype == "supersedes" and messages.exists(tx, other)
-               for direction, rtype, other in relations.edges(tx, message_id))
 
 
 def render(cwd: str, found: list[Memory], budget: int = BUDGET) -> str:

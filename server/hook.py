@@ -160,22 +160,16 @@ def _import(args: argparse.Namespace, payload: dict) -> None:
     from .importers.follow import Follower
     from .importers.options import Options
     from .importers.turns import Report
-    from .importers.writer import own_committer
 
     final = payload["hook_event_name"] == "SessionEnd"
     files = [path for path in transcripts(payload) if os.path.isfile(path)]
     if not files:
         return
     with EventStore(_store_path(args), Projector()) as store:
-        committer = own_committer(store)         # the commit path a served store's writes take
-        try:
-            follower = Follower(store, "claude-code", files, Options(progress=False), Report("claude-code"),
-                                chunk=PART, committer=committer)
-            for path in files:
-                while follower.read(path, final=final):
-                    pass
-        finally:
-            committer.close()
+        follower = Follower(store, "claude-code", files, Options(progress=False), Report("claude-code"), chunk=PART)
+        for path in files:
+            while follower.read(path, final=final):
+                pass
 
 
 def _briefing(args: argparse.Namespace, payload: dict) -> str:

@@ -42,7 +42,7 @@ from . import claude_code, codex, positions
 from .options import Options
 from .reading import expand, objects
 from .turns import Report, Turn
-from .writer import Writer, own_committer
+from .writer import Writer
 
 SOURCES: dict[str, ModuleType] = {m.NAME: m for m in (claude_code, codex)}
 CHUNK = 8 << 20         # bytes read in one part (each part one or more transactions)
@@ -254,12 +254,11 @@ def command(args, store_path: str) -> int:
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     store = EventStore(store_path, Projector())
     try:
-        committer = own_committer(store)
+        follower = Follower(store, args.source, args.paths, options)     # a replicated node's store refused
     except BaseException:
         store.close()
         signal.signal(signal.SIGTERM, previous)
         raise
-    follower = Follower(store, args.source, args.paths, options, committer=committer)
 
     def swept(written: int) -> None:
         if written:
@@ -273,7 +272,6 @@ def command(args, store_path: str) -> int:
         print(f"import {args.source} --follow: stopped", file=sys.stderr)
         return 130
     finally:
-        committer.close()
         store.close()
         signal.signal(signal.SIGTERM, previous)
     print(f"import {args.source} --follow: stopped", file=sys.stderr)

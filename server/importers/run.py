@@ -20,7 +20,7 @@ from . import chatgpt, claude_ai, claude_code, codex, memory_jsonl, reader
 from .options import Options
 from .reading import expand
 from .turns import Report, counted
-from .writer import Writer, own_committer
+from .writer import Writer
 
 SOURCES: dict[str, ModuleType] = {m.NAME: m for m in (claude_code, codex, chatgpt, claude_ai, memory_jsonl)}
 
@@ -28,8 +28,8 @@ SOURCES: dict[str, ModuleType] = {m.NAME: m for m in (claude_code, codex, chatgp
 def run_import(store_path: str, source: str, paths: list[str], options: Options | None = None, *,
                store: EventStore | None = None, committer: Submits | None = None) -> dict:
     """Import ``paths`` (none: the source's default locations) of ``source``
-    into the store at ``store_path`` (opened here, written through its own
-    group committer; never a replicated node's) or the open ``store``; returns the
+    into the store at ``store_path`` (opened here, written in its own
+    transactions; never a replicated node's) or the open ``store``; returns the
     summary (counts, and each skipped line as ``file:line: why``).
     ``committer``: what the open ``store``'s writes go through — a served
     store's service (:meth:`server.service.MemoryService.submit`), so that the
@@ -46,18 +46,13 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
         scratch = tempfile.mkdtemp(prefix="convmem-dry-run-")     # a dry run creates no store
         store_path = os.path.join(scratch, "store")
     target = store if store is not None else EventStore(store_path, Projector())
-    own = None
     try:
-        if owned and not options.dry_run:
-            committer = own = own_committer(target)
         writer = Writer(target, report, batch=options.batch, bulk=options.bulk, dry_run=options.dry_run,
                         progress=_progress(options), principal=importer(source).name, committer=committer)
         projector = target.projector
         with projector.bulk_run() if isinstance(projector, Projector) else nullcontext():
             writer.write(reader.items(module, paths, report, options))
     finally:
-        if own is not None:
-            own.close()
         if owned:
             target.close()
         if scratch is not None:

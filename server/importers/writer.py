@@ -46,7 +46,6 @@ from eventstore import ids, meta
 from eventstore.committer import Submits
 from eventstore.errors import ValidationError
 from eventstore.events import Message, MessageUpdated, MessageWritten, Metadata, metadata, written
-from eventstore.group_commit import GroupCommitter
 from eventstore.store import EventStore, Tx, WriteTx
 from projections import history, messages, sessions
 
@@ -215,15 +214,6 @@ class Writer:
         return history.after(tx, session_id, None, 1 << 62)
 
 
-def own_committer(store: EventStore) -> GroupCommitter:
-    """The committer of a store this process opened for importing (the
-    commit path of a served store of its own: the service's group commit);
-    a replicated node's store is refused (:func:`refuse_node`).  Close it
-    before the store."""
-    refuse_node(store)
-    return GroupCommitter(store)
-
-
 def refuse_node(store: EventStore) -> None:
     """Refuse to write a replicated node's store in its own transactions: events
     there that the stream never saw would fork the node from it (the node would
@@ -365,4 +355,4 @@ class _Plan:
         self._append(self.held)
         self.held = []
 
-__all__ = ["BATCH", "Writer", "own_committer"]
+__all__ = ["BATCH", "Writer"]
