@@ -148,8 +148,6 @@ class Connection(asyncio.Protocol):
         return self.requests
 
     async def _prove(self, headers: list[tuple[bytes, bytes]]) -> None:
-        if self.is_proven:
-            return
         verify = self._connections.verify
         if verify is not None:
             token = _bearer(headers)

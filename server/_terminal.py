@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import re
 
-UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-RAW_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-UNSAFE_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# bidi marks, embeddings, overrides and isolates, and the line/paragraph separators: a
+# character class's body (the browser pages' text.py adds zero-width characters to it)
+REORDERING = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f{REORDERING}]")
+RAW_IN_JSON = re.compile(f"[\x7f-\x9f{REORDERING}]")
+UNSAFE_BUT_NEWLINE = re.compile(f"[\x00-\x09\x0b-\x1f\x7f-\x9f{REORDERING}]")
 
 
 def escape(char: str) -> str:

@@ -11,6 +11,7 @@ import datetime
 import json
 import sys
 
+from .._terminal import json_visible
 from ._common import CommandError, open_existing, store_path
 from ._out import Out, local_time
 
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         found = entries(service, args.principal, args.session, since)
         if args.json:
             for entry in found:
-                sys.stdout.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                sys.stdout.write(json_visible(json.dumps(entry, ensure_ascii=False)) + "\n")
             return 0
         rows = [[str(e["sequence"]), local_time(e["at"]) if e["at"] is not None else "", e["principal"] or "",
                  e["event"], e["message_id"], e["session_id"] or "", ",".join(e["changed"])] for e in found]

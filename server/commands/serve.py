@@ -7,12 +7,17 @@ import argparse
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from eventstore.errors import ConvMemError
 from eventstore.files import make_private_dir
 
 from ..replication import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, committer_factory, parse_settings
 from ._common import CommandError, check_usable, collector_paused, store_path
+
+if TYPE_CHECKING:
+    from ..http_transport import HttpSettings
 
 FASTCALL_ENV = "CONVMEM_STDIO_FASTCALL"     # "0": every tools/call through the SDK's dispatch (app.FastCalls)
 
@@ -113,9 +118,7 @@ def _replication(args: argparse.Namespace) -> Settings:
 
 
 def _serve_http(store: str, args: argparse.Namespace, options: dict) -> int:
-    import asyncio
-
-    from ..http_transport import HttpSettings, parse_bind, serve_http
+    from ..http_transport import HttpSettings, parse_bind
     from .token import token
     host, port = parse_bind(args.http)
     if (args.certfile is None) != (args.keyfile is None):
@@ -125,10 +128,20 @@ def _serve_http(store: str, args: argparse.Namespace, options: dict) -> int:
                             allow_remote=args.allow_remote, certfile=args.certfile, keyfile=args.keyfile,
                             allowed_hosts=tuple(args.allow_host), allowed_origins=tuple(args.allow_origin),
                             read_timeout=args.read_timeout)
+    return run_http(store, settings, args.http, **options)
+
+
+def run_http(store: str, settings: HttpSettings, where: str, *, ready: Callable[[int], None] | None = None,
+             **options) -> int:
+    """Serve ``store`` over HTTP until stopped (``convmem serve --http``, ``convmem ui``): a
+    port that cannot be bound (``where``) or a store that cannot open is a :class:`CommandError`."""
+    import asyncio
+
+    from ..http_transport import serve_http
     try:
-        asyncio.run(serve_http(store, settings, **options))
+        asyncio.run(serve_http(store, settings, ready=ready, **options))
     except OSError as exc:
-        raise CommandError(f"cannot listen on {args.http}: {exc.strerror or exc}") from None
+        raise CommandError(f"cannot listen on {where}: {exc.strerror or exc}") from None
     except ConvMemError as exc:
         raise _unopened(store, exc) from None
     return 0

@@ -29,15 +29,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from ..auth import resolve_token
-    from ..http_transport import HttpSettings, serve_http
+    from ..http_transport import HttpSettings
+    from .serve import run_http
+    from .token import token
     path = store_path(args)
     check_existing(path)
     if not 0 <= args.port <= 65535:
         raise CommandError("--port: must be a number from 0 to 65535")
-    settings = HttpSettings(host="127.0.0.1", port=args.port, token=resolve_token(path, args.token_file))
+    settings = HttpSettings(host="127.0.0.1", port=args.port, token=token(path, args.token_file))
 
     def ready(port: int) -> None:
         url = f"http://127.0.0.1:{port}/ui/"
@@ -45,8 +44,4 @@ def _run(args: argparse.Namespace) -> int:
         if args.open:
             import webbrowser
             webbrowser.open(url)
-    try:
-        asyncio.run(serve_http(path, settings, ready=ready))
-    except OSError as exc:
-        raise CommandError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}") from None
-    return 0
+    return run_http(path, settings, f"127.0.0.1:{args.port}", ready=ready)

@@ -18,9 +18,11 @@ from urllib.parse import quote
 
 from markupsafe import Markup, escape
 
+from .._terminal import REORDERING
+
 # C0 (but \t and \n), DEL, C1, bidi marks/embeddings/overrides/isolates, zero-width and BOM,
 # line/paragraph separators (they break lines where none is seen in the source text).
-_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+_INVISIBLE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{REORDERING}\u200b-\u200d\u2060-\u2065\ufeff]")
 _WORD = re.compile(r"\w+", re.UNICODE)
 ELLIPSIS = "…"
 
