@@ -156,9 +156,12 @@ class IndexWork:
         return out
 
     def close(self) -> None:
-        """Stop what the writer started (a replay's second process), committed or not."""
-        if self.writer is not None:
-            self.writer.stop()
+        """Stop what the writer started (a replay's second process), committed
+        or not, and let the writer go: it holds the transaction, which holds
+        this, and the cycle would otherwise wait for the cyclic collector."""
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            writer.stop()
 
 
 __all__ = ["FIELDS", "IndexWork", "IndexWriter", "LiveIndex"]
