@@ -10,7 +10,7 @@ first (two leading zero bits).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from .errors import DamagedRecordError
 from .memo import Memo
@@ -27,31 +27,12 @@ _BYTES_OF: Memo[str, bytes] = Memo(_CACHED)
 _TEXT_OF: Memo[bytes, str] = Memo(_CACHED)
 
 
-def next_id(last: bytes | None, now_ms: int, randomness: int) -> bytes:
-    """The id to give the next message: after ``last``, stamped ``now_ms``."""
-    candidate = ((now_ms & ((1 << 48) - 1)) << 80) | (randomness & ((1 << 80) - 1))
-    if last is not None:
-        candidate = max(candidate, int.from_bytes(last, "big") + 1)
-    if candidate > _MAX:
-        raise OverflowError("id space exhausted")
-    return candidate.to_bytes(16, "big")
-
-
-def next_ids(last: bytes | None, times: Sequence[int], randomness: Callable[[int], int]) -> list[bytes]:
-    """:func:`next_id` for each of ``times`` in turn, each after the one
-    before, each with ``randomness(80)``."""
-    out = []
-    for now_ms in times:
-        last = next_id(last, now_ms, randomness(80))
-        out.append(last)
-    return out
-
-
 def next_texts(last: bytes | None, times: Sequence[int], randoms: Iterable[int]) -> tuple[bytes | None, list[str]]:
-    """The text of each id :func:`next_ids` gives (``randoms`` in place of its
-    calls of ``randomness``), each conversion remembered both ways, and the
-    newest id's bytes (``last`` when none is given); the integers are carried
-    from one id to the next."""
+    """The ids to give the next messages, stamped with each of ``times`` in
+    turn: each is the time's milliseconds over 80 bits of ``randoms``, or
+    one more than the id before (``last`` for the first) if that is not
+    greater.  Returns the newest id's bytes (``last`` when none is given)
+    and each id's text, each conversion remembered both ways."""
     prev = int.from_bytes(last, "big") if last is not None else -1
     given = []
     for now_ms, randomness in zip(times, randoms):

@@ -74,18 +74,11 @@ class Tx:
     def db(self, name: str) -> DbHandle:
         return self.dbs[name]
 
-    def put_last(self, name: str, key: bytes, value: bytes) -> None:
-        """Put a key that is usually greater than every key of ``name``:
-        appended (``MDB_APPEND``: no search, pages left full), else put the
-        ordinary way."""
-        db = self.dbs[name]
-        if not self.txn.put(key, value, db=db, append=True):
-            self.txn.put(key, value, db=db)
-
-    def put_many_last(self, name: str, items: list[tuple[bytes, bytes]]) -> None:
-        """:meth:`put_last` for each of ``items`` in turn, in one call: appended
-        while they come in increasing order after every key of ``name``; should
-        one not, all are put again the ordinary way (the same pairs stored)."""
+    def put_last(self, name: str, items: list[tuple[bytes, bytes]]) -> None:
+        """Put (key, value) ``items`` that usually come in increasing order after
+        every key of ``name``: appended (``MDB_APPEND``: no search, pages left
+        full); should one not, all are put again the ordinary way (the same
+        pairs stored)."""
         if items:
             with self.txn.cursor(db=self.dbs[name]) as cur:
                 if cur.putmulti(items, append=True)[1] != len(items):
@@ -120,15 +113,10 @@ class WriteTx(Tx):
     def now_ms(self) -> int:
         return self.store.clock()
 
-    def new_id(self, now_ms: int) -> str:
-        last = self.txn.get(b"last_id", db=self.dbs["meta"])
-        raw = ids.next_id(last, now_ms, self.store.rng.getrandbits(80))
-        self.txn.put(b"last_id", raw, db=self.dbs["meta"])
-        return ids.to_str(raw)
-
     def new_ids(self, times: Sequence[int]) -> list[str]:
-        """:meth:`new_id` for each of ``times`` in turn, with one read and one
-        write of the last id (a bulk import's): the same ids as calling it for each."""
+        """A new message id stamped with each of ``times``, in turn, each after
+        the one before and after every id given so far (a single write asks
+        for one); the last id is read and written once."""
         if not times:
             return []
         last = self.txn.get(b"last_id", db=self.dbs["meta"])

@@ -144,7 +144,7 @@ class Projector:
             sessions.added(tx, state.sessions, sid, group)
         relations.add(tx, [(msg.message_id, msg.metadata) for msg in written if msg.metadata.relations])
         revisions.written(tx, [(event.message, event.principal) for _, event in run])
-        state.index.index_many(tx, docs)
+        state.index.index(tx, docs)
         body = meta = 0
         for msg in written:
             body += len(msg.content.encode("utf-8"))

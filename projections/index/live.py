@@ -34,7 +34,7 @@ class IndexWriter(Protocol):
     held in memory) — both merge when the same :class:`~.policy.MergePolicy`
     says so, and leave the same bytes."""
 
-    def index_many(self, written: list[tuple[int, Message]]) -> None:
+    def index(self, written: list[tuple[int, Message]]) -> None:
         """Index each written ``(docno, message)`` in turn (docnos only grow)."""
 
     def held(self, docno: int) -> tuple[Record | None, bool]:
@@ -57,7 +57,7 @@ class LiveIndex:
         self.tx, self.cut, self.policy = tx, config.cut, config.policy
         self.deltas: dict[str, int] = {}
 
-    def index_many(self, written: list[tuple[int, Message]]) -> None:
+    def index(self, written: list[tuple[int, Message]]) -> None:
         tx = self.tx
         handle = tx.db(PENDING)
         for docno, msg in written:
@@ -103,12 +103,9 @@ class IndexWork:
         return self.writer
 
     # ---------------------------------------------------------- operations
-    def index(self, tx: Tx, docno: int, msg: Message) -> None:
-        self._writer(tx).index_many([(docno, msg)])
-
-    def index_many(self, tx: Tx, written: list[tuple[int, Message]]) -> None:
-        """:meth:`index` for each ``(docno, message)`` in turn."""
-        self._writer(tx).index_many(written)
+    def index(self, tx: Tx, written: list[tuple[int, Message]]) -> None:
+        """Index each written ``(docno, message)`` in turn (one message is a batch of one)."""
+        self._writer(tx).index(written)
 
     def unindex(self, tx: Tx, docno: int, msg: Message) -> None:
         rec, pend = self._writer(tx).held(docno)
