@@ -112,39 +112,9 @@ def metadata_to_list(meta: Metadata) -> list:
             [to_bytes(m) for m in meta.source_message_ids] if meta.source_message_ids else []]
 
 
-def _header_size(n: int) -> int:
-    """Bytes of a CBOR head whose argument is ``n`` (a length)."""
-    return 1 if n < 24 else 2 if n < 256 else 3 if n < 65536 else 5 if n < 1 << 32 else 9
-
-
-def _text_size(text: str) -> int:
-    n = len(text.encode("utf-8"))
-    return _header_size(n) + n
-
-
-@lru_cache(maxsize=4096)
-def _fixed_size(tags: tuple[str, ...], tier: str, kind: str, importance: int, number_type: str,
-                tool_call_id: str | None, summary: str | None) -> int:
-    return len(dumps(metadata_to_list(Metadata(tags, tier, kind, importance, tool_call_id, summary))))
-
-
 def metadata_size(meta: Metadata) -> int:
-    """``len(dumps(metadata_to_list(meta)))``, without encoding the ids: the
-    fields other than relations and source ids repeat from message to message
-    (their size is cached); the two id lists are counted (an id is 16 bytes)."""
-    m = meta
-    size = _fixed_size(m.tags, m.memory_tier, m.memory_kind, m.importance, type(m.importance).__name__,
-                       m.tool_call_id, m.summary) - 2            # less two empty lists
-    rels, sources = m.relations, m.source_message_ids
-    if rels:
-        size += _header_size(len(rels)) + sum(_RELATION_SIZE + _text_size(t) for t, _ in rels)
-    else:
-        size += 1
-    return size + (1 if len(sources) < 24 else _header_size(len(sources))) + _ID_SIZE * len(sources)
-
-
-_ID_SIZE = 17                     # a 16-byte string: one head byte
-_RELATION_SIZE = 1 + _ID_SIZE     # a [type, id] pair: its head and the id
+    """``len(dumps(metadata_to_list(meta)))``: the size of metadata as an event carries it."""
+    return len(_metadata_body(meta))
 
 
 def _check(ok: bool) -> None:
