@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -116,20 +116,18 @@ class WriteTx(Tx):
     def new_ids(self, times: Sequence[int]) -> list[str]:
         """A new message id stamped with each of ``times``, in turn, each after
         the one before and after every id given so far (a single write asks
-        for one); the last id is read and written once."""
+        for one); the last id is read and written once, and the OS's
+        randomness read once (a seeded generator, as tests give, drawn from
+        id by id)."""
         if not times:
             return []
-        last = self.txn.get(b"last_id", db=self.dbs["meta"])
+        meta = self.dbs["meta"]
         rng = self.store.rng
-        randoms: Iterable[int]
-        if type(rng) is random.SystemRandom:        # one read of the OS's randomness, not one an id
-            pool = os.urandom(10 * len(times))
-            randoms = (int.from_bytes(pool[i:i + 10], "big") for i in range(0, len(pool), 10))
-        else:
-            randoms = (rng.getrandbits(80) for _ in times)
-        newest, texts = ids.next_texts(last, times, randoms)
+        pool = (os.urandom(10 * len(times)) if type(rng) is random.SystemRandom
+                else b"".join(rng.getrandbits(80).to_bytes(10, "big") for _ in times))
+        newest, texts = ids.next_texts(self.txn.get(b"last_id", db=meta), times, pool)
         if newest is not None:
-            self.txn.put(b"last_id", newest, db=self.dbs["meta"])
+            self.txn.put(b"last_id", newest, db=meta)
         return texts
 
     def append(self, events: Sequence[Event], raws: Sequence[bytes] | None = None,

@@ -69,8 +69,7 @@ class Record:
     def encode(self) -> bytes:
         """The canonical CBOR of ``[[length, terms joined by NUL, tfs, [whole-text
         keys]] for each field] + [facet keys]``."""
-        return codec.dumps([[e.length, "\x00".join(e.terms), e.tfs, list(e.exact)] for e in self.fields]
-                           + [self.facets])
+        return codec.dumps([*[(e.length, "\x00".join(e.terms), e.tfs, e.exact) for e in self.fields], self.facets])
 
     def stored(self) -> bytes:
         """:meth:`encode`, the record remembered by its bytes for :meth:`loaded`
