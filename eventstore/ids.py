@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from .errors import DamagedRecordError
 from .memo import Memo
 
-_MAX = (1 << 128) - 1
 _MS = (1 << 48) - 1                      # an id's time part
 _DIGITS = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _DIGIT_SET = _DIGITS.encode("ascii")
@@ -34,18 +33,15 @@ def next_texts(last: bytes | None, times: Sequence[int], pool: bytes) -> tuple[b
     is not greater.  Returns the newest id's bytes (``last`` when none is
     given) and each id's text, each conversion remembered both ways."""
     prev = int.from_bytes(last, "big") if last is not None else -1
-    given = []
+    raws = []
     at = 0
     for now_ms in times:
         candidate = (now_ms & _MS) << 80 | int.from_bytes(pool[at:at + 10], "big")
         prev = candidate if candidate > prev else prev + 1
-        given.append(prev)
+        raws.append(prev.to_bytes(16, "big"))      # OverflowError: the id space is exhausted
         at += 10
-    if prev > _MAX:
-        raise OverflowError("id space exhausted")
-    if not given:
+    if not raws:
         return last, []
-    raws = [n.to_bytes(16, "big") for n in given]
     if len(raws) < VECTORED:
         return raws[-1], list(map(to_str, raws))
     texts = texts_at_once(raws)
