@@ -80,9 +80,9 @@ class Tx:
         full); should one not, all are put again the ordinary way (the same
         pairs stored)."""
         if items:
-            with self.txn.cursor(db=self.dbs[name]) as cur:
-                if cur.putmulti(items, append=True)[1] != len(items):
-                    cur.putmulti(items)
+            cur = self.txn.cursor(db=self.dbs[name])    # closed when dropped (a single write's cheaper than a with)
+            if cur.putmulti(items, append=True)[1] != len(items):
+                cur.putmulti(items)
 
 
 @dataclass
