@@ -23,6 +23,7 @@ project directories by the source's globs.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import os
@@ -41,6 +42,7 @@ from ..principals import importer
 from . import claude_code, codex, positions
 from .options import Options
 from .reading import expand, objects
+from .target import opened
 from .turns import Report, Turn
 from .writer import Writer
 
@@ -242,37 +244,34 @@ def _watchfiles():
 def command(args, store_path: str) -> int:
     """``convmem import claude-code|codex --follow``: runs until Ctrl-C (exit
     130) or SIGTERM (exit 0, as ``systemctl stop`` asks); a transaction
-    interrupted is not committed, and the next run reads its lines again."""
+    interrupted is not committed, and the next run reads its lines again.
+    A replicated node's store is written through its stream (:mod:`.target`)."""
     import signal
     import sys
 
     if args.dry_run:
         print("convmem import: --follow writes as it reads; it cannot be a --dry-run", file=sys.stderr)
         return 2
-    options = Options(thinking=getattr(args, "thinking", False), batch=max(1, args.batch), progress=False)
+    options = Options(thinking=getattr(args, "thinking", False), batch=max(1, args.batch), progress=False,
+                      replicate=args.replicate, stream=args.stream)
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    store = EventStore(store_path, Projector())
-    try:
-        follower = Follower(store, args.source, args.paths, options)     # a replicated node's store refused
-    except BaseException:
-        store.close()
-        signal.signal(signal.SIGTERM, previous)
-        raise
+    with contextlib.ExitStack() as stack:
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        stack.callback(signal.signal, signal.SIGTERM, previous)
+        store, committer = stack.enter_context(opened(store_path, options))
+        follower = Follower(store, args.source, args.paths, options, committer=committer)
 
-    def swept(written: int) -> None:
-        if written:
-            print(f"import {args.source} --follow: wrote {written} messages "
-                  f"({follower.report.written} since the start)", file=sys.stderr)
-    where = ", ".join(roots(follower.module, args.paths))
-    print(f"import {args.source} --follow into {store_path}: following {where} (Ctrl-C stops)", file=sys.stderr)
-    try:
-        follow(follower, stop, swept=swept)
-    except KeyboardInterrupt:
-        print(f"import {args.source} --follow: stopped", file=sys.stderr)
-        return 130
-    finally:
-        store.close()
-        signal.signal(signal.SIGTERM, previous)
+        def swept(written: int) -> None:
+            if written:
+                print(f"import {args.source} --follow: wrote {written} messages "
+                      f"({follower.report.written} since the start)", file=sys.stderr)
+        where = ", ".join(roots(follower.module, args.paths))
+        print(f"import {args.source} --follow into {store_path}: following {where} (Ctrl-C stops)",
+              file=sys.stderr)
+        try:
+            follow(follower, stop, swept=swept)
+        except KeyboardInterrupt:
+            print(f"import {args.source} --follow: stopped", file=sys.stderr)
+            return 130
     print(f"import {args.source} --follow: stopped", file=sys.stderr)
     return 0

@@ -13,6 +13,13 @@ commands submitted by callers.  A command runs like this:
 4. only if the stream acknowledged them is the transaction committed, with
    the stream sequence reached in it; then the caller is answered.
 
+Each command and each batch of the stream starts from the position stored in
+the store (:func:`.apply.where`): another process may be writing the same
+store through the stream — an import into a served node's store — as a
+*visitor* (made without the service's ``live`` and ``exclusive``): a committer that writes the node's store for a
+while without serving it, so it never moves the store to another generation
+(it refuses to write instead) and never makes one (``rebuild_index``).
+
 A publish refused because the stream moved on aborts the transaction; the
 node catches up and runs the command again against the new state (a stale
 ``expected_revision`` then fails as ``CONFLICT``, as it would locally).  If
@@ -40,7 +47,7 @@ from eventstore.errors import ConvMemError, CorruptStoreError, StoreIOError
 from eventstore.store import EventStore, WriteTx
 
 from . import layout
-from .apply import Position, apply_records, check_aligned, read_position, write_position
+from .apply import Position, apply_records, read_position, where, write_position
 from .generations import LiveEvents, adopt, rebuild, seed
 from .layout import Record
 from .link import Gone, Link, Refused, Unreachable
@@ -59,15 +66,19 @@ class ReplicatedCommitter(Committer):
     excludes_reads = True       # its writer thread takes the exclusive lock to replace the file
     streamed = True
 
-    def __init__(self, store: EventStore, settings: Settings, live: LiveEvents,
-                 exclusive: Callable[[], contextlib.AbstractContextManager]) -> None:
+    def __init__(self, store: EventStore, settings: Settings, live: LiveEvents | None,
+                 exclusive: Callable[[], contextlib.AbstractContextManager] | None) -> None:
+        """``live`` and ``exclusive``: the service's, when this process serves the store (a
+        node); None: it writes a node's store for a while beside the node's own server, if
+        any — a visitor (an import), which never seeds, adopts or makes a generation."""
         self.store = store
+        self.serving = live is not None and exclusive is not None
         self.settings = settings
         self.live = live
         self.exclusive = exclusive
         with store.read() as tx:
             position, last = read_position(tx), store.last_sequence(tx)
-        self.seeding = position is None and last > 0   # events of its own: they may seed an empty stream
+        self.seeding = self.serving and position is None and last > 0   # events of its own: may seed a stream
         self.refused = ""                      # why this node can never follow the stream (reads still work)
         self.position = position or Position(0, 0)
         self.sealed = position is not None and last == position.offset + position.sequence - 1
@@ -105,7 +116,14 @@ class ReplicatedCommitter(Committer):
 
     def rebuild(self) -> dict[str, int]:
         """``rebuild_index``: a new stream generation from the live messages (see :mod:`.generations`)."""
-        return self.run(lambda: rebuild(self))      # type: ignore[return-value]
+        live, exclusive = self._served()
+        return self.run(lambda: rebuild(self, live, exclusive))      # type: ignore[return-value]
+
+    def _served(self) -> tuple[LiveEvents, Callable[[], contextlib.AbstractContextManager]]:
+        """The service's live messages and exclusive lock (a visitor has neither)."""
+        if self.live is None or self.exclusive is None:
+            raise StoreIOError("this process does not serve the store: only its node's server switches generations")
+        return self.live, self.exclusive
 
     def _on_writer(self, kind: str, fn: object) -> object:
         future: Future = Future()
@@ -159,6 +177,10 @@ class ReplicatedCommitter(Committer):
             return None
 
     def _loop(self) -> None:
+        if self.serving:                    # where an import into this store publishes (docs/import.md)
+            self.store.maintain(lambda w: self.store.set_node_settings(w, ",".join(self.settings.servers),
+                                                                       self.settings.stream),
+                                "recording the node's stream")
         self.link.wait_connected(TICK)      # a starting node tries to get ready at once, not a tick later
         item = self._next(0)
         while True:
@@ -235,6 +257,27 @@ class ReplicatedCommitter(Committer):
         except queue.Empty:
             return None
 
+    def records(self, timeout: float) -> tuple[int, list[Record]] | None:
+        """The next batch of stream records, as (generation, records); anything else waits its turn."""
+        item = self.take(timeout)
+        if item is None or item[0] != "records":
+            if item is not None:
+                self.deferred.append(item)
+            return None
+        return item[1], item[2]
+
+    def moved(self, position: Position, sealed: bool) -> None:
+        """At ``position`` now (a seal this node published, a generation it adopted):
+        following the stream from there unless ``sealed``."""
+        with self._changed:
+            if position.generation != self.position.generation:
+                self.stream_last, self.caught_up_at = position.sequence, time.time()
+            self.position, self.sealed, self.ready = position, sealed, False
+            self.stream_last = max(self.stream_last, position.sequence)
+            self._changed.notify_all()
+        if not sealed:
+            self.follow_from_here()
+
     # ------------------------------------------------------------ readiness
     def _try_ready(self) -> None:
         """Connected, on the current generation, following it: then ``ready``."""
@@ -243,17 +286,23 @@ class ReplicatedCommitter(Committer):
         control = self.link.control()
         if self.seeding:
             try:
-                seed(self, control)
+                seed(self, control, *self._served())
             except Refused as exc:
                 self.refused = self.not_ready = exc.message
                 log.error("replication: %s", exc.message)
                 return
-            self.seeding = False
-        elif self.position.generation == 0 and control.generation == 1 and not control.offset:
+            self.seeding = False              # it follows the stream from the generation it adopted
+            return
+        if self.position.generation == 0 and control.generation == 1 and not control.offset:
             self.link.ensure(1)                                          # an empty store, a young stream
             self._set_position(Position(1, 0))
+        elif self.position.generation < control.generation and not self.serving:
+            self.refused = self.not_ready = ("the node's store is behind the stream's current generation: "
+                                             "its server (convmem serve --replicate) moves it there first")
+            return
         elif self.position.generation < control.generation:              # made anew from the current one
-            adopt(self, control)
+            adopt(self, control, self._served()[1])
+            return
         elif self.position.generation > control.generation:
             raise Unreachable("the stream's control record is behind this store: is --stream the right name?")
         elif self.sealed:
@@ -388,10 +437,11 @@ class ReplicatedCommitter(Committer):
         return self.position == before and self.ready and not self.sealed
 
     def _attempt(self, command: Command, state: dict[str, Any], deadline: float, bulk: bool) -> object:
-        position = self.position
-
         def run(w: WriteTx) -> object:
-            check_aligned(self.store, w, position, False)
+            position, sealed = where(self.store, w, self.position, False)
+            if sealed:                         # another process of this store applied the seal
+                raise Refused("writing: the stream generation is sealed")
+            state["position"] = position
             state["result"] = result = command(w)
             if w.appended:
                 w.before_commit.append(lambda w: self._publish(w, position, state, deadline))
@@ -399,7 +449,7 @@ class ReplicatedCommitter(Committer):
         result = self.store.execute(run, bulk=bulk)
         if "sequence" in state:
             with self._changed:
-                self.position = replace(position, sequence=state["sequence"])
+                self.position = replace(state["position"], sequence=state["sequence"])
                 self.stream_last = max(self.stream_last, self.position.sequence)
                 self._changed.notify_all()
         return result
