@@ -364,17 +364,6 @@ class EventStore:
     def raise_last_id(self, w: WriteTx, top: bytes) -> None:   # ``top``: an id given (an export's, a node's)
         meta.raise_last_id(w.txn, w.db("meta"), top)
 
-    def stream_position(self, tx: Tx) -> tuple[int, int, int] | None:
-        """(generation, sequence, offset) of a replicated node's store; None for a store of its own."""
-        return meta.stream_position(tx.txn, tx.db("meta"))
-
-    def node_settings(self, tx: Tx) -> tuple[str, str] | None:
-        """(NATS URLs, stream name) a replicated node's store was last served with; None when unknown."""
-        return meta.node_settings(tx.txn, tx.db("meta"))
-
-    def set_node_settings(self, w: WriteTx, servers: str, stream: str) -> None:
-        meta.put_node_settings(w.txn, w.db("meta"), servers, stream)
-
     def caller_values(self, tx: Tx, prefix: bytes) -> dict[bytes, bytes]:
         """A caller's own values in the meta: those whose keys start with ``prefix`` (under ``follow/``)."""
         return meta.caller_values(tx.txn, tx.db("meta"), prefix)

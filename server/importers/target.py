@@ -22,6 +22,7 @@ import contextlib
 import importlib.util
 from collections.abc import Iterator
 
+from eventstore import meta
 from eventstore.committer import Committer
 from eventstore.errors import ValidationError
 from eventstore.store import EventStore
@@ -49,7 +50,8 @@ def opened(path: str, options: Options) -> Iterator[tuple[EventStore, Committer 
 def through(store: EventStore, options: Options) -> Committer | None:
     """A visitor of the node's stream for a replicated node's store; None for a store of its own."""
     with store.read() as tx:
-        node, recorded = store.stream_position(tx) is not None, store.node_settings(tx)
+        db = tx.db("meta")
+        node, recorded = meta.stream_position(tx.txn, db) is not None, meta.node_settings(tx.txn, db)
     if not node:
         if options.replicate is not None:
             raise ValidationError("--replicate: only for a replicated node's store (this store is not one: "

@@ -9,6 +9,7 @@ and only a replicated server calls it.  See docs/replication.md.
 * :mod:`.link` — the NATS client on its own event-loop thread, called from
   the writer thread; its errors become ``IO_ERROR``;
 * :mod:`.apply` — stream messages into the local store (exactly once);
+* :mod:`.publish` — a transaction's events to the stream, chained and retried;
 * :mod:`.committer` — the writer thread: apply, run a command, publish, commit;
 * :mod:`.generations` — ``rebuild_index``: a new stream generation from the
   live messages, every node switching to it.

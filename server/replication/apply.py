@@ -55,6 +55,11 @@ def write_position(w: WriteTx, position: Position) -> None:
     meta.put_stream_position(w.txn, w.db("meta"), position.generation, position.sequence, position.offset)
 
 
+def write_node(w: WriteTx, servers: tuple[str, ...], stream: str) -> None:
+    """Record where this node's stream is (what an import into its store publishes to)."""
+    meta.put_node_settings(w.txn, w.db("meta"), ",".join(servers), stream)
+
+
 def check_aligned(store: EventStore, tx: Tx, position: Position, sealed: bool) -> None:
     """The local log ends where the stream position says (one less after a seal)."""
     last = store.last_sequence(tx)

@@ -13,12 +13,11 @@ commands submitted by callers.  A command runs like this:
 4. only if the stream acknowledged them is the transaction committed, with
    the stream sequence reached in it; then the caller is answered.
 
-Each command and each batch of the stream starts from the position stored in
-the store (:func:`.apply.where`): another process may be writing the same
-store through the stream — an import into a served node's store — as a
-*visitor* (made without the service's ``live`` and ``exclusive``): a committer that writes the node's store for a
-while without serving it, so it never moves the store to another generation
-(it refuses to write instead) and never makes one (``rebuild_index``).
+Each command and each batch starts from the stream position stored in the
+store (:func:`.apply.where`): another process may write the same store through
+the stream meanwhile — an import, as a *visitor*: this class made without the
+service's ``live`` and ``exclusive``, which never seeds, adopts or makes a
+generation (it refuses to write instead).
 
 A publish refused because the stream moved on aborts the transaction; the
 node catches up and runs the command again against the new state (a stale
@@ -41,16 +40,16 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
-from eventstore import codec
 from eventstore.committer import Command, Committer
 from eventstore.errors import ConvMemError, CorruptStoreError, StoreIOError
 from eventstore.store import EventStore, WriteTx
 
 from . import layout
-from .apply import Position, apply_records, read_position, where, write_position
+from .apply import Position, apply_records, read_position, where, write_node, write_position
 from .generations import LiveEvents, adopt, rebuild, seed
 from .layout import Record
 from .link import Gone, Link, Refused, Unreachable
+from .publish import outgoing, publish_all
 from .settings import Settings
 
 log = logging.getLogger("convmem")
@@ -68,17 +67,13 @@ class ReplicatedCommitter(Committer):
 
     def __init__(self, store: EventStore, settings: Settings, live: LiveEvents | None,
                  exclusive: Callable[[], contextlib.AbstractContextManager] | None) -> None:
-        """``live`` and ``exclusive``: the service's, when this process serves the store (a
-        node); None: it writes a node's store for a while beside the node's own server, if
-        any — a visitor (an import), which never seeds, adopts or makes a generation."""
-        self.store = store
-        self.serving = live is not None and exclusive is not None
-        self.settings = settings
-        self.live = live
-        self.exclusive = exclusive
+        """``live`` and ``exclusive``: the service's, when this process serves the store; None:
+        a visitor, writing a node's store for a while (an import; the module's docstring)."""
+        self.store, self.settings = store, settings
+        self.served = (live, exclusive) if live is not None and exclusive is not None else None
         with store.read() as tx:
             position, last = read_position(tx), store.last_sequence(tx)
-        self.seeding = self.serving and position is None and last > 0   # events of its own: may seed a stream
+        self.seeding = bool(self.served) and position is None and last > 0     # events of its own: may seed
         self.refused = ""                      # why this node can never follow the stream (reads still work)
         self.position = position or Position(0, 0)
         self.sealed = position is not None and last == position.offset + position.sequence - 1
@@ -116,14 +111,13 @@ class ReplicatedCommitter(Committer):
 
     def rebuild(self) -> dict[str, int]:
         """``rebuild_index``: a new stream generation from the live messages (see :mod:`.generations`)."""
-        live, exclusive = self._served()
-        return self.run(lambda: rebuild(self, live, exclusive))      # type: ignore[return-value]
+        return self.run(lambda: rebuild(self, *self._served()))      # type: ignore[return-value]
 
     def _served(self) -> tuple[LiveEvents, Callable[[], contextlib.AbstractContextManager]]:
         """The service's live messages and exclusive lock (a visitor has neither)."""
-        if self.live is None or self.exclusive is None:
+        if self.served is None:
             raise StoreIOError("this process does not serve the store: only its node's server switches generations")
-        return self.live, self.exclusive
+        return self.served
 
     def _on_writer(self, kind: str, fn: object) -> object:
         future: Future = Future()
@@ -177,9 +171,8 @@ class ReplicatedCommitter(Committer):
             return None
 
     def _loop(self) -> None:
-        if self.serving:                    # where an import into this store publishes (docs/import.md)
-            self.store.maintain(lambda w: self.store.set_node_settings(w, ",".join(self.settings.servers),
-                                                                       self.settings.stream),
+        if self.served is not None:         # where an import into this store publishes (docs/import.md)
+            self.store.maintain(lambda w: write_node(w, self.settings.servers, self.settings.stream),
                                 "recording the node's stream")
         self.link.wait_connected(TICK)      # a starting node tries to get ready at once, not a tick later
         item = self._next(0)
@@ -224,13 +217,9 @@ class ReplicatedCommitter(Committer):
 
     def pump(self, timeout: float) -> None:
         """Wait up to ``timeout`` for one item: records are applied, anything else waits its turn."""
-        item = self.take(timeout)
-        if item is None:
-            return
-        if item[0] == "records":
-            self._apply(item[1], self._gather(item))
-        else:
-            self.deferred.append(item)
+        batch = self.records(timeout)
+        if batch is not None:
+            self._apply(batch[0], self._gather(("records", *batch)))
 
     def _gather(self, item: tuple) -> list[Record]:
         """The records of ``item`` and of the batches queued right behind it (one transaction
@@ -251,24 +240,19 @@ class ReplicatedCommitter(Committer):
                 self.deferred.append(following)
         return records
 
-    def take(self, timeout: float) -> tuple | None:
-        try:
-            return self._queue.get(timeout=timeout)
-        except queue.Empty:
-            return None
-
     def records(self, timeout: float) -> tuple[int, list[Record]] | None:
         """The next batch of stream records, as (generation, records); anything else waits its turn."""
-        item = self.take(timeout)
-        if item is None or item[0] != "records":
-            if item is not None:
-                self.deferred.append(item)
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if item[0] != "records":
+            self.deferred.append(item)
             return None
         return item[1], item[2]
 
     def moved(self, position: Position, sealed: bool) -> None:
-        """At ``position`` now (a seal this node published, a generation it adopted):
-        following the stream from there unless ``sealed``."""
+        """At ``position`` now (a seal it published, a generation it adopted); following it unless ``sealed``."""
         with self._changed:
             if position.generation != self.position.generation:
                 self.stream_last, self.caught_up_at = position.sequence, time.time()
@@ -296,7 +280,7 @@ class ReplicatedCommitter(Committer):
         if self.position.generation == 0 and control.generation == 1 and not control.offset:
             self.link.ensure(1)                                          # an empty store, a young stream
             self._set_position(Position(1, 0))
-        elif self.position.generation < control.generation and not self.serving:
+        elif self.position.generation < control.generation and self.served is None:
             self.refused = self.not_ready = ("the node's store is behind the stream's current generation: "
                                              "its server (convmem serve --replicate) moves it there first")
             return
@@ -456,32 +440,10 @@ class ReplicatedCommitter(Committer):
 
     def _publish(self, w: WriteTx, position: Position, state: dict[str, Any], deadline: float) -> None:
         """Before the commit: the transaction's events to the stream, chained on ``position``."""
-        base, events = position.sequence, []
-        for i, (seq, _) in enumerate(w.appended):
-            if seq != position.offset + base + i + 1:
-                raise CorruptStoreError("the local log and the stream number events differently")
-            raw = bytes(w.txn.get(codec.seq_key(seq), db=w.db("events")) or b"")
-            events.append((raw, layout.event_id(base + i + 1, raw)))
-        state["ids"] = {msg_id for _, msg_id in events}
-        end = replace(position, sequence=base + len(events))
+        items = outgoing(self.settings.stream, w, position)
+        state["ids"] = {msg_id for _, _, msg_id in items}
+        end = replace(position, sequence=position.sequence + len(items))
         write_position(w, end)
-        subject = lambda raw: layout.event_subject(self.settings.stream, position.generation,
-                                                   layout.message_of(codec.decode_event(raw)))
-        items = [(subject(raw), raw, msg_id) for raw, msg_id in events]
-        if self._publish_all(items, base, deadline) != end.sequence:
+        if publish_all(self.link, items, position.sequence, deadline) != end.sequence:
             raise CorruptStoreError("the stream stored an event at another sequence than expected")
         state["sequence"] = end.sequence
-
-    def _publish_all(self, items: list[tuple[str, bytes, str]], base: int, deadline: float) -> int:
-        """Publish ``items`` chained on ``base``; the last sequence.  A retry repeats the same
-        ids and expectations: what landed already is de-duplicated, nothing lands twice."""
-        while True:
-            try:
-                if len(items) == 1:
-                    subject, raw, msg_id = items[0]
-                    return self.link.publish(subject, raw, msg_id, base)
-                return self.link.publish_all(items, base)
-            except Unreachable:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(TICK)
