@@ -267,6 +267,26 @@ def test_the_hook_and_follow_import_into_a_node_whose_server_is_down_through_its
         a.close()
 
 
+def test_convmem_import_jsonl_into_a_served_nodes_store_restores_through_its_stream(nodes, tmp_path):
+    own = MemoryService(str(tmp_path / "own"))
+    try:
+        ids = [own.write_message("p", "user", f"kept {i}", Metadata())["message"]["message_id"] for i in range(3)]
+    finally:
+        own.close()
+    export = str(tmp_path / "export.jsonl")
+    assert convmem("export", "--store", str(tmp_path / "own"), "--out", export).returncode == 0
+    a, b = nodes(2)
+    out = convmem("import", "jsonl", export, "--store", a.store.path)
+    assert out.returncode == 0, out.stderr
+    caught_up(a, b)
+    for svc in (a, b):
+        assert [m["message_id"] for m in svc.history("p", 10, None)["history"]] == ids
+    a.write_message("p", "user", "after", Metadata())            # the serving node writes on
+    caught_up(a, b)
+    assert contents(b, "p") == ["kept 0", "kept 1", "kept 2", "after"]
+    assert dump_projections(a.store) == dump_projections(b.store)
+
+
 def test_an_import_into_a_node_needs_to_know_where_its_stream_is(tmp_path):
     with pytest.raises(ValidationError, match="^--replicate: required"):
         import_settings(None, None, None)

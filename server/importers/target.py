@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 from eventstore import meta
-from eventstore.committer import Committer
+from eventstore.committer import Committer, CommitterFactory, LiveEvents
 from eventstore.errors import ValidationError
+from eventstore.group_commit import group_committer
 from eventstore.store import EventStore
 from projections.registry import Projector
 
@@ -47,6 +49,15 @@ def opened(path: str, options: Options) -> Iterator[tuple[EventStore, Committer 
         store.close()
 
 
+def committer_factory(options: Options) -> CommitterFactory:
+    """What ``MemoryService(committer=…)`` takes for an import through a service (``import
+    jsonl``): the store's own group commit, or a visitor of a replicated node's stream."""
+    def make(store: EventStore, live: LiveEvents, exclusive: Callable[[], AbstractContextManager]) -> Committer:
+        visitor = through(store, options)
+        return visitor if visitor is not None else group_committer(store, live, exclusive)
+    return make
+
+
 def through(store: EventStore, options: Options) -> Committer | None:
     """A visitor of the node's stream for a replicated node's store; None for a store of its own."""
     with store.read() as tx:
@@ -65,4 +76,4 @@ def through(store: EventStore, options: Options) -> Committer | None:
     return open_visitor(store, settings)
 
 
-__all__ = ["opened", "through"]
+__all__ = ["committer_factory", "opened", "through"]

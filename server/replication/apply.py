@@ -94,6 +94,11 @@ def apply_records(store: EventStore, position: Position, sealed: bool, records: 
     before where the store is when another process applied them: those are skipped):
     many at once in bulk mode, each run of :data:`~eventstore.replay.BATCH` projected
     together, as a replay projects the log."""
+    with store.read() as tx:
+        at, at_seal = where(store, tx, position, sealed)
+    if records and records[-1].seq <= at.sequence:      # all applied by another process: no write
+        return Applied(at, at_seal)
+
     def body(w: WriteTx) -> Applied:
         at, at_seal = where(store, w, position, sealed)
         out, raws = _taken(Applied(at, at_seal), [r for r in records if r.seq > at.sequence])
