@@ -45,14 +45,18 @@ def _tail(principal: str | None, created: bool) -> bytes:
                      codec.dumps_text("created" if created else "rewritten")))
 
 
+def first_record(msg: Message, principal: str | None) -> tuple[bytes, bytes]:
+    """The key and record of a written message: ``dumps([at, principal, [what]])``, composed."""
+    rev = msg.revision
+    return (to_bytes(msg.message_id) + (_FIRST if rev == 1 else _REV.pack(rev)),
+            _HEAD + codec.dumps_int(msg.updated_at) + _tail(principal, rev == 1))
+
+
 def written(tx: Tx, run: list[tuple[Message, str | None]]) -> None:
-    """The first record of each ``(message, principal)`` of ``run``:
-    ``dumps([at, principal, [what]])``, composed (one a written message)."""
+    """The first record of each ``(message, principal)`` of ``run``."""
     db, put = tx.db(DB), tx.txn.put
     for msg, principal in run:
-        rev = msg.revision
-        put(to_bytes(msg.message_id) + (_FIRST if rev == 1 else _REV.pack(rev)),
-            _HEAD + codec.dumps_int(msg.updated_at) + _tail(principal, rev == 1), db=db)
+        put(*first_record(msg, principal), db=db)
 
 
 def changed(old: Metadata, event: MessageUpdated) -> list[str]:
