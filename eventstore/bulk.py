@@ -34,6 +34,6 @@ def bulk_work(env: Environment) -> Iterator[None]:
       price of leaving it on for every thread.
     """
     env.reserve(2 * env.used_bytes() + INITIAL_MAP)
-    gc.collect()
+    gc.collect(1)
     gc.freeze()
     yield

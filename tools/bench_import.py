@@ -52,6 +52,7 @@ import sys
 import tempfile
 import time
 
+from server.commands._common import paused_collector
 from server.importers import Options, run_import
 from server.importers.turns import Report, Turn
 from server.importers.writer import Writer
@@ -96,8 +97,9 @@ def cpu_seconds(children: bool = True) -> float:
 def timed_import(store: str, folder: str, batch: int, service: bool = False,
                  node: bool = False) -> tuple[float, float, float, dict]:
     """(seconds, CPU seconds in all, CPU seconds of this process alone, the summary).
-    ``service``: through an open :class:`MemoryService`'s committer, as into a served store;
-    ``node``: ``convmem import`` into the store of a replicated node served here."""
+    ``service``: through an open :class:`MemoryService`'s committer, as into a served store
+    (the collector on); ``node``: ``convmem import`` into the store of a replicated node
+    served here; else as ``convmem import`` runs (the collector paused for the command)."""
     if node:
         return _into_node(store, folder, batch)
     start, cpu, own = time.perf_counter(), cpu_seconds(), cpu_seconds(children=False)
@@ -109,7 +111,8 @@ def timed_import(store: str, folder: str, batch: int, service: bool = False,
         finally:
             svc.close()
     else:
-        summary = run_import(store, "claude-code", [folder], options)
+        with paused_collector():
+            summary = run_import(store, "claude-code", [folder], options)
     return time.perf_counter() - start, cpu_seconds() - cpu, cpu_seconds(children=False) - own, summary
 
 

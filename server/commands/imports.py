@@ -26,7 +26,7 @@ from ..importers.target import committer_factory
 from ..importers.turns import counted
 from ..progress import progress
 from ..service import MemoryService
-from ._common import CommandError, check_usable, store_path
+from ._common import CommandError, check_usable, paused_collector, store_path
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -55,7 +55,7 @@ def run_jsonl(args: argparse.Namespace) -> int:
         fh = open(args.file, encoding="utf-8")
     except OSError as exc:
         raise CommandError(f"cannot read {args.file}: {exc.strerror}") from None
-    with fh:          # a replicated node's store: written through its stream (importers.target)
+    with fh, paused_collector():     # a replicated node's store: written through its stream (importers.target)
         node = Options(replicate=args.replicate, stream=args.stream)
         service = MemoryService(path) if args.dry_run else MemoryService(path, committer=committer_factory(node))
         try:
@@ -100,8 +100,9 @@ def _run_transcripts(args: argparse.Namespace) -> int:
     path = store_path(args)
     check_usable(path)
     if getattr(args, "follow", False):
-        return follow.command(args, path)
-    return importers_command.run(args, path)
+        return follow.command(args, path)           # runs on: the collector stays on
+    with paused_collector():
+        return importers_command.run(args, path)
 
 
 def hook_parser(p: argparse.ArgumentParser) -> None:
