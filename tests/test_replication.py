@@ -287,6 +287,22 @@ def test_convmem_import_jsonl_into_a_served_nodes_store_restores_through_its_str
     assert dump_projections(a.store) == dump_projections(b.store)
 
 
+def test_an_import_into_a_node_on_a_new_generation_still_finds_its_stream(nodes, tmp_path):
+    """A node adopting a generation keeps what the store records besides the log (the stream's
+    servers and name among it): ``convmem import`` into its store needs no ``--replicate``."""
+    a, b = nodes(2)
+    a.write_message("s", "user", "before", Metadata())
+    a.rebuild()
+    caught_up(a, b)
+    root = samples.claude_code(str(tmp_path / "projects"))
+    out = convmem("import", "claude-code", root, "--store", b.store.path, "--json")
+    assert out.returncode == 1 and json.loads(out.stdout)["written"] > 0, out.stderr
+    caught_up(a, b)
+    assert b.health()["replication"]["generation"] == 2
+    assert imported(a) == imported(b) and sum(map(len, imported(b).values())) == json.loads(out.stdout)["written"]
+    assert dump_projections(a.store) == dump_projections(b.store)
+
+
 def test_an_import_into_a_node_needs_to_know_where_its_stream_is(tmp_path):
     with pytest.raises(ValidationError, match="^--replicate: required"):
         import_settings(None, None, None)

@@ -104,7 +104,7 @@ def adopt(c: Node, control: Control, exclusive: Callable[[], AbstractContextMana
 
             def finish(w) -> None:
                 fresh.set_io_counters(w, dict(io, replace_calls=io["replace_calls"] + 1))
-                fresh.restore_meta(w, {b"secret": carried[b"secret"]} if b"secret" in carried else {})
+                fresh.restore_meta(w, {k: v for k, v in carried.items() if k != b"last_id"})   # as compaction
                 fresh.raise_last_id(w, carried.get(b"last_id", b""))
                 write_position(w, position)
             fresh.maintain(finish, "moving to a new stream generation")
