@@ -33,6 +33,7 @@ from tools._nats import Cluster, files_holding
 from tools.mcp_client import connect_http, http_server, ok
 
 pytestmark = pytest.mark.replication
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -187,8 +188,7 @@ def test_an_import_into_a_node_goes_through_the_stream_and_never_around_it(nodes
 def convmem(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
     """``convmem ARGS`` in a new process (beside the in-process nodes serving its store)."""
     return subprocess.run([sys.executable, "-m", "server.cli", *args], capture_output=True, text=True, timeout=180,
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          input=None if stdin is None else stdin.decode())
+                          cwd=ROOT, input=None if stdin is None else stdin.decode())
 
 
 def imported(svc: MemoryService) -> dict[str, list[str]]:
@@ -245,8 +245,7 @@ def test_the_hook_and_follow_import_into_a_node_whose_server_is_down_through_its
     assert hooked and all(hooked.values())
     follower = subprocess.Popen([sys.executable, "-m", "server.cli", "import", "codex",
                                  samples.codex(str(tmp_path / "codex")), "--follow", "--store", path],
-                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
-                                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, cwd=ROOT)
     try:
         deadline = time.monotonic() + 120      # not a timing assertion: how long to wait for the stream
         while len(imported(b)) == len(hooked) and time.monotonic() < deadline and follower.poll() is None:
@@ -300,6 +299,46 @@ def test_an_import_into_a_node_on_a_new_generation_still_finds_its_stream(nodes,
     caught_up(a, b)
     assert b.health()["replication"]["generation"] == 2
     assert imported(a) == imported(b) and sum(map(len, imported(b).values())) == json.loads(out.stdout)["written"]
+    assert dump_projections(a.store) == dump_projections(b.store)
+
+
+def test_import_follow_lets_a_nodes_store_go_while_its_server_moves_it_to_a_new_generation(nodes, tmp_path):
+    """``rebuild_index`` replaces each node's data file, which needs the store alone: an
+    ``import --follow`` into a node's store lets it go while the node moves, then follows on."""
+    import signal
+    import time
+
+    a, b = nodes(2)
+    a.write_message("s", "user", "before", Metadata())
+    lines = [json.dumps(line) if not isinstance(line, str) else line for line in samples.claude_code_lines()]
+    project = tmp_path / "projects" / "-home-ada-shop"
+    project.mkdir(parents=True)
+    transcript = project / f"{samples.SID}.jsonl"
+    transcript.write_text("\n".join(lines[:5]) + "\n")
+
+    def wait_for(check) -> None:
+        deadline = time.monotonic() + 120      # not a timing assertion: how long to wait for the stream
+        while not check() and time.monotonic() < deadline and follower.poll() is None:
+            time.sleep(0.2)
+    follower = subprocess.Popen([sys.executable, "-m", "server.cli", "import", "claude-code",
+                                 str(tmp_path / "projects"), "--follow", "--store", a.store.path],
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        wait_for(lambda: caught_up(b) or bool(imported(b)))
+        first = sum(map(len, imported(b).values()))
+        assert first > 0
+        assert a.rebuild()["messages_indexed"] == first + 1        # the follower let the store go
+        with transcript.open("a") as fh:
+            fh.write("\n".join(lines[5:]) + "\n")
+        wait_for(lambda: caught_up(b) or sum(map(len, imported(b).values())) > first)
+    finally:
+        follower.send_signal(signal.SIGTERM)
+        err = follower.communicate(timeout=60)[1]
+    assert follower.returncode == 0, err
+    assert "let go, opened again" in err
+    caught_up(a, b)
+    assert sum(map(len, imported(b).values())) > first and imported(a) == imported(b)
+    assert a.health()["replication"]["generation"] == b.health()["replication"]["generation"] == 2
     assert dump_projections(a.store) == dump_projections(b.store)
 
 

@@ -29,11 +29,12 @@ switch from its own state, which is the same at the seal on every node.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import partial
@@ -41,6 +42,7 @@ from typing import Protocol
 
 from eventstore import codec, files
 from eventstore.committer import LiveEvents
+from eventstore.errors import BusyError
 from eventstore.store import COMPACT_DIR, DATA_FILE, EventStore
 
 from . import layout
@@ -110,12 +112,30 @@ def adopt(c: Node, control: Control, exclusive: Callable[[], AbstractContextMana
             fresh.maintain(finish, "moving to a new stream generation")
             fresh.sync()
         files.fsync_path(os.path.join(tmp, DATA_FILE))
-        with exclusive():
+        with _alone(store, 2 * c.settings.write_timeout), exclusive():
             store.replace_data_file(os.path.join(tmp, DATA_FILE))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("replication: on generation %d at %d", generation, position.sequence)
     c.moved(position, sealed)
+
+
+@contextlib.contextmanager
+def _alone(store: EventStore, wait: float) -> Iterator[None]:
+    """Hold the store alone, waiting up to ``wait`` seconds for other processes (an import)
+    to let it go: a process that has the data file open while it is replaced would go on
+    with the old file, and LMDB's lock file, which both share, would mislead readers of the
+    new one.  ``BUSY`` past the wait (the caller's loop tries again)."""
+    deadline = time.monotonic() + wait
+    while True:
+        with store.alone() as alone:
+            if alone:
+                yield
+                return
+        if time.monotonic() > deadline:
+            raise BusyError("moving to a new stream generation needs the store alone: another process "
+                            "(an import?) has it open")
+        time.sleep(0.2)
 
 
 def _fill(c: Node, fresh: EventStore, control: Control) -> tuple[Position, bool]:
@@ -165,8 +185,10 @@ def rebuild(c: Node, live: LiveEvents, exclusive: Callable[[], AbstractContextMa
         except Unreachable:
             log.warning("replication: generation %d was sealed and its switch made no progress: finishing it", old)
             control = _switch(c, old + 1, live)      # its sealer died: the state at the seal is the same here
-    adopt(c, control, exclusive)
-    c.link.delete(old)
+    try:
+        adopt(c, control, exclusive)
+    finally:                  # the new generation holds everything: the old one goes even if this node waits
+        c.link.delete(old)
     return {"messages_indexed": control.initial, "records_removed": max(0, records - control.initial),
             "bytes_before": bytes_before, "bytes_after": store.file_size()}
 
