@@ -350,6 +350,7 @@ def test_an_import_into_a_node_needs_to_know_where_its_stream_is(tmp_path):
     root = samples.claude_code(str(tmp_path / "projects"))
     out = convmem("import", "claude-code", root, "--store", str(tmp_path / "own"), "--replicate", "nats://h:1")
     assert out.returncode == 2 and "--replicate: only for a replicated node's store" in out.stderr
+    assert not os.path.exists(tmp_path / "own")                          # no store made
 
 
 def test_a_command_refused_on_a_stale_local_view_is_checked_against_the_stream(nodes):

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from typing import NoReturn
 
 from eventstore import meta
 from eventstore.committer import Committer, CommitterFactory, LiveEvents
 from eventstore.errors import ValidationError
 from eventstore.group_commit import group_committer
-from eventstore.store import EventStore
+from eventstore.store import DATA_FILE, EventStore
 from projections.registry import Projector
 
 from .options import Options
@@ -37,6 +39,8 @@ from .options import Options
 def opened(path: str, options: Options) -> Iterator[tuple[EventStore, Committer | None]]:
     """The store at ``path``, and the committer its batches go through (None: its own
     transactions; a dry run never needs one); both closed on leaving."""
+    if options.replicate is not None and not os.path.isfile(os.path.join(path, DATA_FILE)):
+        _not_a_node()                       # before a store is made
     store = EventStore(path, Projector())
     committer = None
     try:
@@ -65,8 +69,7 @@ def through(store: EventStore, options: Options) -> Committer | None:
         node, recorded = meta.stream_position(tx.txn, db) is not None, meta.node_settings(tx.txn, db)
     if not node:
         if options.replicate is not None:
-            raise ValidationError("--replicate: only for a replicated node's store (this store is not one: "
-                                  "`convmem serve --replicate` makes a store a node)")
+            _not_a_node()
         return None
     from ..replication import import_settings, open_visitor
     settings = import_settings(recorded, options.replicate, options.stream)
@@ -74,6 +77,11 @@ def through(store: EventStore, options: Options) -> Committer | None:
         raise ValidationError("store: is a replicated node's store: importing into it needs the NATS client "
                               "(pip install 'tiny-convmem[replication]')")
     return open_visitor(store, settings)
+
+
+def _not_a_node() -> NoReturn:
+    raise ValidationError("--replicate: only for a replicated node's store (this store is not one: "
+                          "`convmem serve --replicate` makes a store a node)")
 
 
 __all__ = ["committer_factory", "opened", "through"]
