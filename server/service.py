@@ -145,7 +145,7 @@ class MemoryService:
         return {"status": "OK" if self.submit(command) else "NOT_FOUND"}
 
     def restore_messages(self, batch: Sequence[Message], principals: Sequence[str | None] | None = None,
-                         default_principal: str | None = LOCAL.name) -> int:
+                         default_principal: str | None = LOCAL.name, *, checked: bool = False) -> int:
         """Write ``batch`` exactly as given — ids, timestamps, revisions,
         ``updated_at``, metadata — in one durable transaction (one
         ``MessageWritten`` event each, as compaction writes a message's current
@@ -154,10 +154,13 @@ class MemoryService:
         otherwise, so a re-run adds only what is missing.  New ids stay after
         every id given so far.  For ``convmem import`` (messages read with
         :func:`server.archive.read`).  ``principals``: each message's principal
-        as the archive gives it (None, or missing: ``default_principal``)."""
+        as the archive gives it (None, or missing: ``default_principal``).
+        ``checked``: every message was checked with :func:`validation.message`
+        already (else it is here, before the commit)."""
         given = list(principals) if principals is not None else [None] * len(batch)
-        for msg in batch:           # before the commit: none of it under the commit lock
-            validation.message(msg)
+        if not checked:
+            for msg in batch:           # before the commit: none of it under the commit lock
+                validation.message(msg)
 
         def command(w: WriteTx) -> int:
             written, top = 0, b""
