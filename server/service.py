@@ -113,6 +113,7 @@ class MemoryService:
     def update_message(self, message_id: str, content: str | None, patch: dict,
                        expected_revision: int | None, *, principal: Principal = LOCAL) -> dict:
         principal.check_write("message_id")
+        validation.changes(content, patch)      # the stored fields and the new clock and revision are valid
 
         def command(w: WriteTx) -> tuple[bool, Message]:
             old = self._live(w, message_id, expected_revision, principal)
@@ -121,9 +122,11 @@ class MemoryService:
             new_content = content if content is not None and content != msg.content else None
             if new_content is None and meta == old.metadata:
                 return False, msg
+            if principal.limited:       # its lists gained what it does not see: known only here
+                validation.metadata(meta)
             updated_at = max(w.now_ms(), old.updated_at)
-            new = validation.message(replace(msg, content=msg.content if new_content is None else new_content,
-                                             metadata=meta, revision=old.revision + 1, updated_at=updated_at))
+            new = replace(msg, content=msg.content if new_content is None else new_content,
+                          metadata=meta, revision=old.revision + 1, updated_at=updated_at)
             w.append([MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta, principal.name)])
             return True, new
         changed, msg = self.submit(command)
