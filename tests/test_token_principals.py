@@ -148,3 +148,16 @@ def test_a_server_checks_bearer_tokens_with_one_verifier(tmp_path, monkeypatch):
     with pytest.raises(ConvMemError):
         asyncio.run(http_transport.serve_http(str(unopenable), settings))
     assert len(made) == 1
+
+
+def test_token_list_json_escapes_del_c1_and_bidi_as_the_other_json_outputs_do(tmp_path, capsys):
+    from server.cli import main
+    store = str(tmp_path / "store")
+    pattern = "p\x7f\x85\u202e\u2066/*"
+    assert main(["--store", store, "token", "add", "agent-a", "--sessions", pattern]) == 0
+    capsys.readouterr()
+    assert main(["--store", store, "token", "list", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "p\\u007f\\u0085\\u202e\\u2066/*" in out
+    assert not any(c in out for c in "\x7f\x85\u202e\u2066")
+    assert json.loads(out)[0]["sessions"] == [pattern]
