@@ -339,7 +339,7 @@ def _contenders(acc: Sums, top: np.ndarray, k: int, added: np.ndarray) -> np.nda
 def _could(acc: Sums, docnos: np.ndarray, lists: list[QueryList], theta: float) -> np.ndarray:
     """Which of ``docnos`` could still reach ``theta`` with what ``lists`` add at most."""
     extra = _weights(lists)
-    if acc.single():                   # the score is the capped content sum: compare sums
+    if acc.single() and not any(extra[1:]):     # the score is, and stays, the capped content sum
         return acc.content(docnos) >= theta - EPS - extra[0]
     return acc.scores(docnos, tuple(extra)) >= theta - EPS
 
