@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 
+from server.commands._common import paused_collector
 from server.importers import Options, run_import
 from server.importers.turns import Report, Turn
 from server.importers.writer import Writer
@@ -87,7 +88,8 @@ def cpu_seconds(children: bool = True) -> float:
 
 def timed_import(store: str, folder: str, batch: int, service: bool = False) -> tuple[float, float, float, dict]:
     """(seconds, CPU seconds in all, CPU seconds of this process alone, the summary).
-    ``service``: through an open :class:`MemoryService`'s committer, as into a served store."""
+    ``service``: through an open :class:`MemoryService`'s committer, as into a served store
+    (the collector on); else as ``convmem import`` runs (the collector paused for the command)."""
     start, cpu, own = time.perf_counter(), cpu_seconds(), cpu_seconds(children=False)
     options = Options(batch=batch, progress=sys.stderr.isatty())
     if service:
@@ -97,7 +99,8 @@ def timed_import(store: str, folder: str, batch: int, service: bool = False) -> 
         finally:
             svc.close()
     else:
-        summary = run_import(store, "claude-code", [folder], options)
+        with paused_collector():
+            summary = run_import(store, "claude-code", [folder], options)
     return time.perf_counter() - start, cpu_seconds() - cpu, cpu_seconds(children=False) - own, summary
 
 

@@ -24,7 +24,7 @@ from ..importers.run import has_default
 from ..importers.turns import counted
 from ..progress import progress
 from ..service import MemoryService
-from ._common import CommandError, check_usable, store_path
+from ._common import CommandError, check_usable, paused_collector, store_path
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -52,7 +52,7 @@ def run_jsonl(args: argparse.Namespace) -> int:
         fh = open(args.file, encoding="utf-8")
     except OSError as exc:
         raise CommandError(f"cannot read {args.file}: {exc.strerror}") from None
-    with fh:
+    with fh, paused_collector():
         service = MemoryService(path)
         try:
             try:
@@ -96,8 +96,9 @@ def _run_transcripts(args: argparse.Namespace) -> int:
     path = store_path(args)
     check_usable(path)
     if getattr(args, "follow", False):
-        return follow.command(args, path)
-    return importers_command.run(args, path)
+        return follow.command(args, path)           # runs on: the collector stays on
+    with paused_collector():
+        return importers_command.run(args, path)
 
 
 def hook_parser(p: argparse.ArgumentParser) -> None:
