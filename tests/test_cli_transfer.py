@@ -204,3 +204,14 @@ def test_import_jsonl_checks_each_message_of_the_file_once(tmp_path, monkeypatch
     assert cli.main(["import", "jsonl", str(out), "--store", str(tmp_path / "b")]) == 0
     assert len(checked) == 3 and len(set(checked)) == 3
     assert export_text(str(tmp_path / "b")) == out.read_text(encoding="utf-8")
+
+
+def test_a_line_changed_between_the_two_reads_is_checked_on_the_second():
+    from array import array
+    good = archive.header(1) + MSG + "\n"
+    seen: array[int] = array("q")
+    assert len(list(archive.read(io.StringIO(good), seen))) == 1 and len(seen) == 1
+    assert len(list(archive.read(io.StringIO(good), known=seen))) == 1
+    changed = archive.header(1) + MSG.replace('"user"', '"robot"') + "\n"
+    with pytest.raises(ValidationError, match="line 2: role: must be one of"):
+        list(archive.read(io.StringIO(changed), known=seen))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -54,9 +55,10 @@ def run_jsonl(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot read {args.file}: {exc.strerror}") from None
     with fh, paused_collector():
         service = MemoryService(path)
+        seen: array[int] = array("q")       # each line's hash: the second read checks only what changed
         try:
             try:
-                plan = transfer.check(service, transfer.read_file(fh, args.file))
+                plan = transfer.check(service, transfer.read_file(fh, args.file, seen))
             except transfer.Refused as exc:
                 print(f"convmem: import refused, nothing written: {exc}", file=sys.stderr)
                 return 1
@@ -66,7 +68,7 @@ def run_jsonl(args: argparse.Namespace) -> int:
                 return 0
             fh.seek(0)
             with progress("import", plan.in_file) as step:
-                written = transfer.write(service, transfer.read_file(fh, args.file, check=False), step)
+                written = transfer.write(service, transfer.read_file(fh, args.file, known=seen), step)
         finally:
             service.close()
     print(f"convmem: imported {written} of {counted(plan.in_file, 'message')} into {visible(path)} "
