@@ -216,3 +216,20 @@ def test_a_document_that_reaches_the_top_k_only_by_its_summary_or_tags_is_not_dr
             got = search.search(tx, query, flt, 10, options=own)
         expected = [h for h in every if after <= h.doc.timestamp < before and h.doc.importance >= 40][:10]
         assert [(h.doc, h.score) for h in got] == [(h.doc, h.score) for h in expected], query
+
+
+@pytest.mark.parametrize("prune", [True, False])
+def test_messages_tied_past_the_context_pool_are_ranked_by_importance_then_newest(tmp_path, prune):
+    """Forty equal messages, each alone in its session, tie in every score: more
+    than the context pool holds.  The best ten are settled by the contract's
+    rule — higher importance, then newer — not by which were written last."""
+    svc = MemoryService(str(tmp_path / "store"), index_config=IndexConfig(merge_at=16))   # mostly merged
+    try:
+        ids = [write(svc, "deploy schedule for the release", f"s{i}", importance=(i % 3) * 40) for i in range(40)]
+        with svc.store.read() as tx:
+            hits = search.search(tx, "deploy schedule", Filters(), 10, options=search.Options(prune=prune))
+    finally:
+        svc.close()
+    assert len({h.score for h in hits}) == 1
+    expected = [ids[i] for i in range(39, -1, -1) if i % 3 == 2][:10]
+    assert [h.doc.message_id for h in hits] == expected
