@@ -20,8 +20,10 @@ from .._terminal import visible
 from ..importers import command as importers_command
 from ..importers import follow
 from ..importers.follow import SOURCES as FOLLOWED
+from ..importers.options import Options
 from ..importers.run import SOURCES as TRANSCRIPT_SOURCES
 from ..importers.run import has_default
+from ..importers.target import committer_factory
 from ..importers.turns import counted
 from ..progress import progress
 from ..service import MemoryService
@@ -43,6 +45,7 @@ def _register_jsonl(sources, common: argparse.ArgumentParser) -> None:
     p = sources.add_parser("jsonl", parents=[common], help=text, description=text)
     p.add_argument("file", metavar="FILE", help="the export file")
     p.add_argument("--dry-run", action="store_true", help="check the file and the store, write nothing")
+    hook.add_node_options(p)
     p.set_defaults(run=run_jsonl)
 
 
@@ -53,8 +56,9 @@ def run_jsonl(args: argparse.Namespace) -> int:
         fh = open(args.file, encoding="utf-8")
     except OSError as exc:
         raise CommandError(f"cannot read {args.file}: {exc.strerror}") from None
-    with fh, paused_collector():
-        service = MemoryService(path)
+    with fh, paused_collector():     # a replicated node's store: written through its stream (importers.target)
+        node = Options(replicate=args.replicate, stream=args.stream)
+        service = MemoryService(path) if args.dry_run else MemoryService(path, committer=committer_factory(node))
         seen: array[int] = array("q")       # each line's hash: the second read checks only what changed
         try:
             try:
