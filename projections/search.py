@@ -65,7 +65,7 @@ from .evaluation import (
 )
 from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, exact_key, list_prefix
 from .index.arrays import Kept, Postings, counts, first_docnos
-from .index.docs import DOC_IMPORTANCE, DOC_TIME, raw_docs
+from .index.docs import tie_keys
 from .index.filters import FacetFilter
 from .index.layout import docno_of, key_range
 from .index.masks import snapshot
@@ -390,7 +390,7 @@ def _rank(acc: Sums, scored: list[tuple[float, int]], fl: FacetFilter, limit: in
     """The best ``limit`` of the (reported score, docno) pairs that pass the
     filter (``admit``; None: they all do), ties settled by the contract's rule: higher importance, then newer
     timestamp, then message id — the larger first, since ULIDs are monotonic:
-    still the newer within one millisecond (the context pool's own ties too: :func:`_tie_keys`)."""
+    still the newer within one millisecond (the context pool's edge too: :func:`~.index.docs.tie_keys`)."""
     m = 2 * limit + 8
     while True:
         hits, complete = _take(heapq.nlargest(m, scored), acc, fl, limit, admit)
@@ -421,7 +421,7 @@ def _rank_in_context(plan: QueryPlan, acc: Sums, candidates: np.ndarray, complet
     candidates by their own score and every message with an own match in one
     of their windows (a short reply beside a strong match), ranked by :func:`_rank`."""
     tx, st = plan.tx, plan.stats
-    best = acc.best(candidates, plan.pool, admit, lambda docnos: _tie_keys(tx, docnos))
+    best = acc.best(candidates, plan.pool, admit, lambda docnos: tie_keys(tx, docnos))
     content = [lst for lst in plan.lists if lst.field == 0]
     with ContextScorer(tx, content, plan.pending, st["active"], session_index.count(tx),
                        st["body_bytes"]) as scorer:
@@ -436,14 +436,6 @@ def _rank_in_context(plan: QueryPlan, acc: Sums, candidates: np.ndarray, complet
         ctx = scorer.scores(sorted(pool))
     boosted = [(_reported(1.0 - (1.0 - acc.score(d)) * (1.0 - CONTEXT_WEIGHT * ctx[d])), d) for d in pool]
     return _rank(acc, boosted, plan.filter, plan.limit, None)
-
-
-def _tie_keys(tx: Tx, docnos: list[int]) -> list[tuple[int, int, bytes]]:
-    """Each document's place among equal scores, the larger first, as :func:`_rank`
-    settles them: importance, timestamp, message id (from its ``docs`` row)."""
-    return [(-1, -1, b"") if raw is None else
-            (raw[DOC_IMPORTANCE], int.from_bytes(raw[DOC_TIME:DOC_TIME + 8], "big"), raw[:16])
-            for raw in raw_docs(tx, docnos)]
 
 
 def _reported(s: float) -> float:
