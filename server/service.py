@@ -295,7 +295,7 @@ class MemoryService:
         with self._read() as tx:
             state = self._live(tx, message_id, None, principal)
             return {"status": "OK", "message_id": message_id, "session_id": state.session_id,
-                    "revision": state.revision, "revisions": revisions.of(tx, message_id)}
+                    "revision": state.revision, "revisions": revisions.of(tx, state)}
 
     def search(self, query: str, flt: Filters, context_size: int, limit: int,
                *, boost: bool = True, superseded: str = "include", principal: Principal = LOCAL) -> dict:
@@ -351,8 +351,8 @@ class MemoryService:
                 for key in cur.iternext(values=False):
                     raw_id = bytes(key)
                     mid = to_str(raw_id)
-                    state = messages.get_raw_id(tx, raw_id, mid)
-                    yield MessageWritten(messages.load(tx, state), revisions.last_principal(tx, mid))
+                    state = messages.required(messages.get_raw_id(tx, raw_id, mid))
+                    yield MessageWritten(messages.load(tx, state), revisions.last_principal(tx, state))
         return stats.read(tx)["active"], events()
 
     def health(self, *, principal: Principal = LOCAL) -> dict:
