@@ -22,8 +22,9 @@ from eventstore.transaction import Tx
 from . import docs
 from .bulk import BulkReplay
 from .config import IndexConfig
-from .layout import FACETS, FIELDS, PENDING, docno_key, docno_of
-from .lists import add_fields, delete_dups, merge_records, put_dups, remove_fields
+from .layout import FACETS, FIELDS, PENDING, docno_key
+from .lists import add_fields, delete_dups, put_dups, remove_fields
+from .merging import MergeWork
 from .records import Record, count, entries_of, facet_keys, record_of, texts_of
 from .worker import WorkerHold
 
@@ -56,22 +57,25 @@ class LiveIndex:
     def __init__(self, tx: Tx, config: IndexConfig) -> None:
         self.tx, self.cut, self.policy = tx, config.cut, config.policy
         self.deltas: dict[str, int] = {}
+        self.work = tx.caches.slot(MergeWork)
+        self.work.begin(tx)
 
     def index_many(self, written: list[tuple[int, Message]]) -> None:
-        tx = self.tx
+        tx, policy, work = self.tx, self.policy, self.work
         handle = tx.db(PENDING)
         for docno, msg in written:
             docs.put(tx, docno, msg, new=True)
             rec = record_of(msg)
             count(self.deltas, enumerate(rec.fields), +1)
             tx.txn.put(docno_key(docno), rec.stored(), db=handle)
-            if self.policy.due(tx.txn.stat(handle)["entries"]):
-                with tx.txn.cursor(db=handle) as cur:
-                    records = [(docno_of(k), Record.loaded(v)) for k, v in cur]
-                tx.txn.drop(handle, delete=False)
-                merge_records(tx, self.cut, records)
+            pending = tx.txn.stat(handle)["entries"]
+            if policy.due(pending):
+                work.merge(tx, self.cut, policy.records)
+            elif units := policy.share(pending, work.todo(policy.records)):
+                work.advance(tx, self.cut, policy.records, units)
 
     def held(self, docno: int) -> tuple[Record | None, bool]:
+        self.work.changing(docno)       # the document is about to change
         raw = self.tx.txn.get(docno_key(docno), db=self.tx.db(PENDING))
         return (None, False) if raw is None else (Record.decode(raw), True)
 
