@@ -3,11 +3,12 @@ within one write transaction.
 
 A written message's record goes to ``pending`` (one put instead of ~35
 postings scattered over the tree); the write after which the merge policy
-(:class:`~.policy.MergePolicy`) finds a merge due merges them all into
-``postings``, ``exact`` and ``facets`` in its own transaction, so the cost of
-touching the tree is shared by the writes in between, and bounded by the
-policy.  When the merges happen depends on the
-sequence of index operations alone, never on how they were grouped into
+(:class:`~.policy.MergePolicy`) finds a merge due merges the oldest records
+into ``postings``, ``exact`` and ``facets`` in its own transaction, so the
+cost of touching the tree is shared by the writes in between — and the
+writes just before it do the merge's work ahead (:class:`~.merging.MergeWork`),
+so that no one write pays for all of it.  When the merges happen depends on
+the sequence of index operations alone, never on how they were grouped into
 transactions.  In a replay (``bulk``) the same work is followed in memory by
 :class:`~.bulk.BulkReplay` and written at the end.
 """
@@ -39,7 +40,8 @@ class IndexWriter(Protocol):
         """Index each written ``(docno, message)`` in turn (docnos only grow)."""
 
     def held(self, docno: int) -> tuple[Record | None, bool]:
-        """(record, pending) of a document not merged into the tree yet, else (None, False)."""
+        """(record, pending) of a document about to be updated or deleted, if
+        not merged into the tree yet, else (None, False)."""
 
     def store_held(self, docno: int, rec: Record | None, pend: bool) -> None:
         """Replace (None: drop) the record of a document :meth:`held` returned."""
