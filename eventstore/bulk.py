@@ -20,20 +20,24 @@ def bulk_work(env: Environment) -> Iterator[None]:
       again from its start, which for a bulk one is seconds of work (a replay
       keeps the old read models until its commit; an import's batch doubles a
       small store).
-    * ``gc.collect()`` then ``gc.freeze()``: the garbage is collected, and
+    * ``gc.collect(1)`` then ``gc.freeze()``: the young garbage is collected
+      (a full collection cost ~60 ms a replay, walking the whole heap), and
       every object still alive (the modules, the service, what earlier
       transactions keep) goes to the collector's permanent generation, so
       that its passes during the transaction walk only what the transaction
       makes.  The collector stays on — a serving replica catching up still
       collects every other thread's cycles.  Frozen objects are still freed
       by reference counting; a cycle among them that becomes garbage later is
-      not collected (nothing garbage is frozen, and the objects frozen are at
-      most the heap alive at that moment; after the first freeze the
-      collection walks only what is newer).  What the collector's passes still
-      cost — about 3% of a one-process replay's work beside it off — is the
-      price of leaving it on for every thread.
+      not collected.  Nor is a cycle that was already garbage in the oldest
+      generation when it was frozen: at most what died there since the last
+      full collection or freeze, each freeze taking only what is newer than
+      the one before.  What the collector's passes still cost — ~13% of a
+      replay's CPU, walking what the transaction keeps alive — is the price
+      of leaving it on for every thread of a serving process; a one-shot
+      ``convmem replay`` or ``import`` pauses it for the command instead
+      (``server.commands._common.paused_collector``).
     """
     env.reserve(2 * env.used_bytes() + INITIAL_MAP)
-    gc.collect()
+    gc.collect(1)
     gc.freeze()
     yield

@@ -352,8 +352,12 @@ def _principal(payload: list, fields: int) -> str | None:
 
 
 def _written(payload: list, version: int) -> MessageWritten:
-    principal = _principal(payload, 8)
-    mid, session, role, content, ts, upd, rev, meta = payload[:8]
+    if len(payload) == 8:
+        principal = None
+        mid, session, role, content, ts, upd, rev, meta = payload
+    else:
+        principal = _principal(payload, 8)
+        mid, session, role, content, ts, upd, rev, meta = payload[:8]
     _check(isinstance(mid, bytes) and isinstance(session, str) and isinstance(content, str)
            and type(ts) is int and type(upd) is int and type(rev) is int)
     if version == 1:

@@ -5,8 +5,9 @@ state, decides and appends events.  Every writer of a served store — the
 tools, ``rebuild``, an import through the service — hands its commands to
 one committer, which runs each in a durable commit and returns its result
 (or raises its error); an import, ``import --follow`` or the Claude Code hook
-that opened a store for itself alone runs them in the store's own
-transactions (:meth:`EventStore.execute`), a replicated node's store refused.
+that opened a store of its own runs them in the store's own transactions
+(:meth:`EventStore.execute`), and one that opened a replicated node's store
+through a committer of the node's stream made for the import.
 Which committer runs them is chosen by whoever opens the store for serving:
 
 * :class:`~eventstore.group_commit.GroupCommitter` — a store of its own:

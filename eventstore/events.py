@@ -95,7 +95,7 @@ def written(message_id: str, session_id: str, role: str, content: str, timestamp
                          "timestamp": timestamp, "updated_at": updated_at, "revision": revision,
                          "metadata": metadata})
     event = _new(MessageWritten)
-    event.__dict__.update(message=m, principal=principal)
+    _set(event, "__dict__", {"message": m, "principal": principal})
     return event
 
 

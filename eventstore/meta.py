@@ -16,6 +16,10 @@ key                value
 ``repl_generation``, ``repl_sequence``, ``repl_offset``
                    8-byte ints: a replicated node's position in its stream
                    (:func:`stream_position`; written by the replication package)
+``repl_servers``, ``repl_stream``
+                   UTF-8 text: the NATS URLs (comma-separated) and the stream
+                   name the node was last served with (:func:`node_settings`):
+                   where an import into the node's store publishes
 ``follow/…``       a caller's own values (:data:`CALLER_PREFIX`): where
                    ``import --follow`` and the hook stopped reading each
                    transcript (:mod:`server.importers.positions`)
@@ -33,9 +37,11 @@ from .errors import CorruptStoreError
 
 FORMAT_VERSION = 2
 IO_KEYS = ("write_bytes", "write_calls", "flush_calls", "truncate_calls", "replace_calls")
-CARRIED = (b"last_id", b"secret")   # kept across compaction besides the counters (and the callers' values)
+# kept across compaction besides the counters (and the callers' values)
+CARRIED = (b"last_id", b"secret", b"repl_servers", b"repl_stream")
 CALLER_PREFIX = b"follow/"          # keys a caller may read and write through the store (kept by compaction)
 _STREAM_KEYS = (b"repl_generation", b"repl_sequence", b"repl_offset")
+_NODE_KEYS = (b"repl_servers", b"repl_stream")
 _IO_ORDER = codec.canonical_order(IO_KEYS)     # the counters' map is built in this order: written without sorting
 
 
@@ -69,6 +75,17 @@ def stream_position(txn, db) -> tuple[int, int, int] | None:
 def put_stream_position(txn, db, generation: int, sequence: int, offset: int) -> None:
     for key, value in zip(_STREAM_KEYS, (generation, sequence, offset)):
         put_int(txn, db, key, value)
+
+
+def node_settings(txn, db) -> tuple[str, str] | None:
+    """(servers, stream) a node of a replicated store was last served with; None when unknown."""
+    servers, stream = (find_text(txn, db, key) for key in _NODE_KEYS)
+    return None if servers is None or stream is None else (servers, stream)
+
+
+def put_node_settings(txn, db, servers: str, stream: str) -> None:
+    for key, value in zip(_NODE_KEYS, (servers, stream)):
+        txn.put(key, value.encode("utf-8"), db=db)
 
 
 def find_text(txn, db, key: bytes) -> str | None:

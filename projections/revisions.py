@@ -12,6 +12,7 @@ export).  A deleted message's revisions go with it.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterator
 from dataclasses import fields
@@ -32,23 +33,30 @@ def _key(message_id: str, revision: int) -> bytes:
     return to_bytes(message_id) + _REV.pack(revision)
 
 
-_CREATED = codec.array_head(1) + codec.dumps_text("created")
-_REWRITTEN = codec.array_head(1) + codec.dumps_text("rewritten")
-_NULL = codec.dumps(None)
+_HEAD = codec.array_head(3)
+_FIRST = _REV.pack(1)
 
 
-def _first(msg: Message, principal: str | None) -> tuple[bytes, bytes]:
-    """The record of a written message: ``dumps([at, principal, [what]])``, composed (one a write)."""
-    return _key(msg.message_id, msg.revision), b"".join((
-        codec.array_head(3), codec.dumps_int(msg.updated_at),
-        _NULL if principal is None else codec.dumps_text(principal),
-        _CREATED if msg.revision == 1 else _REWRITTEN))
+@functools.lru_cache(maxsize=64)
+def _tail(principal: str | None, created: bool) -> bytes:
+    """What follows the time in a written message's record: its principal and
+    ``[created]`` or ``[rewritten]`` (a handful of principals write every message)."""
+    return b"".join((codec.dumps(principal), codec.array_head(1),
+                     codec.dumps_text("created" if created else "rewritten")))
+
+
+def first_record(msg: Message, principal: str | None) -> tuple[bytes, bytes]:
+    """The key and record of a written message: ``dumps([at, principal, [what]])``, composed."""
+    rev = msg.revision
+    return (to_bytes(msg.message_id) + (_FIRST if rev == 1 else _REV.pack(rev)),
+            _HEAD + codec.dumps_int(msg.updated_at) + _tail(principal, rev == 1))
 
 
 def written(tx: Tx, run: list[tuple[Message, str | None]]) -> None:
-    """The first record of each ``(message, principal)`` of ``run``, in one call."""
-    with tx.txn.cursor(db=tx.db(DB)) as cur:
-        cur.putmulti([_first(msg, principal) for msg, principal in run])
+    """The first record of each ``(message, principal)`` of ``run``."""
+    db, put = tx.db(DB), tx.txn.put
+    for msg, principal in run:
+        put(*first_record(msg, principal), db=db)
 
 
 def changed(old: Metadata, event: MessageUpdated) -> list[str]:

@@ -50,7 +50,18 @@ def parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=TIMEOUT,
                    help=f"seconds after which the hook gives up, exit 0 (default {TIMEOUT:g})")
     p.add_argument("--budget", type=int, default=8192, help="bytes of the SessionStart context (default 8192)")
+    add_node_options(p)
     return p
+
+
+def add_node_options(p: argparse.ArgumentParser) -> None:
+    """``--replicate`` and ``--stream``: where an import into a replicated node's store publishes."""
+    p.add_argument("--replicate", metavar="nats://HOST:PORT[,…]", default=None,
+                   help="a replicated node's store is written through its stream at these NATS servers "
+                        "(default: those its node was last served with; docs/replication.md)")
+    p.add_argument("--stream", default=None, metavar="NAME",
+                   help="with a replicated node's store: its stream's name (default: the one its node was "
+                        "last served with)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,19 +165,19 @@ def transcripts(payload: dict) -> list[str]:
 
 
 def _import(args: argparse.Namespace, payload: dict) -> None:
-    from eventstore.store import EventStore
-    from projections.registry import Projector
-
     from .importers.follow import Follower
     from .importers.options import Options
+    from .importers.target import opened
     from .importers.turns import Report
 
     final = payload["hook_event_name"] == "SessionEnd"
     files = [path for path in transcripts(payload) if os.path.isfile(path)]
     if not files:
         return
-    with EventStore(_store_path(args), Projector()) as store:
-        follower = Follower(store, "claude-code", files, Options(progress=False), Report("claude-code"), chunk=PART)
+    options = Options(progress=False, replicate=args.replicate, stream=args.stream)
+    with opened(_store_path(args), options) as (store, committer):     # a replicated node's: through its stream
+        follower = Follower(store, "claude-code", files, options, Report("claude-code"), chunk=PART,
+                            committer=committer)
         for path in files:
             while follower.read(path, final=final):
                 pass

@@ -19,7 +19,8 @@ from projections.index import IndexConfig
 from projections.registry import Projector
 from server import cli
 from server.importers import Options, run_import
-from server.importers.turns import MAX_CONTENT, import_id
+from server.importers.turns import MAX_CONTENT, Report, import_id
+from server.importers.writer import Writer
 from server.maintenance import dump_projections
 
 SMALL = IndexConfig(merge_at=8, chunk=4, build_batch=16)      # many merges and chunks in a small store
@@ -267,14 +268,19 @@ def test_every_batch_of_an_import_is_submitted_to_the_committer_given(tmp_path):
 
 
 def test_an_import_never_writes_a_replicated_nodes_files_behind_the_stream(tmp_path, capsys):
+    """A node's store is written through its stream only: without a committer the writer
+    refuses it; ``run_import`` and the CLI look for the stream, and when the store does not
+    say where it is (nor ``--replicate``), refuse, naming the option; nothing is written."""
     from server.replication.apply import Position, write_position
     path = str(tmp_path / "node")
     with EventStore(path, Projector()) as store:       # what a node of a stream holds in its meta
         store.maintain(lambda w: write_position(w, Position(1, 0)), "test")
+        with pytest.raises(ValidationError, match="^store: is a node of a replicated store"):
+            Writer(store, Report("claude-code"))
     root = samples.claude_code(str(tmp_path / "cc"))
-    with pytest.raises(ValidationError, match="^store: is a node of a replicated store"):
+    with pytest.raises(ValidationError, match="^--replicate: required: the store is a node of a replicated store"):
         run_import(path, "claude-code", [root], Options(progress=False))
     assert cli.main(["--store", path, "import", "claude-code", root]) == 2
-    assert "is a node of a replicated store" in capsys.readouterr().err
+    assert "--replicate: required: the store is a node of a replicated store" in capsys.readouterr().err
     with EventStore(path, Projector()) as store, store.read() as tx:
         assert store.last_sequence(tx) == 0

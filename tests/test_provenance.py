@@ -158,12 +158,12 @@ def test_a_write_through_the_service_defaults_to_local(tmp_path):
 
 
 def test_a_written_message_record_is_the_canonical_cbor_of_its_value():
-    from projections.revisions import _first
+    from projections.revisions import first_record
     for principal in (None, "agent-a"):
         for rev in (1, 4):
             msg = Message("01J" + "0" * 22 + "1", "s", "user", "t", 1_720_000_000_000, 1_720_000_000_000 + rev, rev)
             value = [msg.updated_at, principal, ["created" if rev == 1 else "rewritten"]]
-            assert _first(msg, principal)[1] == codec.dumps(value)
+            assert first_record(msg, principal)[1] == codec.dumps(value)
 
 
 def test_an_importer_acts_as_import_source(tmp_path, store_path):

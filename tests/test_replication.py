@@ -27,12 +27,13 @@ from server.cli import main
 from server.importers import Options, run_import
 from server.maintenance import differences, dump_projections
 from server.principals import Principal
-from server.replication import Settings, committer_factory, parse_settings
+from server.replication import Settings, committer_factory, import_settings, parse_settings
 from server.service import MemoryService
 from tools._nats import Cluster, files_holding
 from tools.mcp_client import connect_http, http_server, ok
 
 pytestmark = pytest.mark.replication
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -182,6 +183,174 @@ def test_an_import_into_a_node_goes_through_the_stream_and_never_around_it(nodes
     assert health["applied_sequence"] == health["stream_sequence"] == summary["written"] + 2
     again = run_import("", "claude-code", [root], Options(progress=False), store=b.store, committer=b)
     assert again["written"] == 0 and again["already_present"] == summary["written"]
+
+
+def convmem(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    """``convmem ARGS`` in a new process (beside the in-process nodes serving its store)."""
+    return subprocess.run([sys.executable, "-m", "server.cli", *args], capture_output=True, text=True, timeout=180,
+                          cwd=ROOT, input=None if stdin is None else stdin.decode())
+
+
+def imported(svc: MemoryService) -> dict[str, list[str]]:
+    """Every session but ``s``: its messages' contents."""
+    sids = [e["session_id"] for e in svc.sessions(100, None)["sessions"] if e["session_id"] != "s"]
+    return {sid: contents(svc, sid) for sid in sids}
+
+
+def test_convmem_import_into_a_served_node_goes_through_its_stream_to_every_node(nodes, tmp_path):
+    """``convmem import`` given a node's store while the node serves it (another process):
+    its batches reach the stream, the serving node and the other node apply them, and the
+    serving node goes on writing; again into the other node's store, nothing is written twice."""
+    a, b = nodes(2)
+    a.write_message("s", "user", "written before the import", Metadata())
+    root = samples.claude_code(str(tmp_path / "projects"))
+    out = convmem("import", "claude-code", root, "--store", a.store.path, "--json")
+    assert out.returncode == 1, out.stderr          # the sample holds lines that are skipped
+    summary = json.loads(out.stdout)
+    assert summary["written"] > 0
+    a.write_message("s", "user", "written after the import", Metadata())     # the serving node still writes
+    caught_up(a, b)
+    assert sum(len(c) for c in imported(b).values()) == summary["written"]
+    assert imported(a) == imported(b)
+    for svc in (a, b):
+        assert contents(svc) == ["written before the import", "written after the import"]
+        health = svc.health()["replication"]
+        assert health["applied_sequence"] == health["stream_sequence"] == summary["written"] + 2
+    assert dump_projections(a.store) == dump_projections(b.store)
+    again = convmem("import", "claude-code", root, "--store", b.store.path, "--json")
+    assert json.loads(again.stdout)["written"] == 0
+    assert json.loads(again.stdout)["already_present"] == summary["written"]
+
+
+def test_the_hook_and_follow_import_into_a_node_whose_server_is_down_through_its_stream(nodes, cluster, stream,
+                                                                                      tmp_path):
+    """The hook, then ``import --follow``, into the store of a node that is not running:
+    each catches the store up with the stream, publishes, and the other node reads it; the
+    node, restarted, goes on from there."""
+    import signal
+    import time
+
+    a, b = nodes(2)
+    a.write_message("s", "user", "a", Metadata())
+    path = a.store.path
+    a.close()
+    b.write_message("s", "user", "b, while a is down", Metadata())
+    root = samples.claude_code(str(tmp_path / "projects"), truncated_tail=False)
+    transcript = os.path.join(root, "-home-ada-shop", f"{samples.SID}.jsonl")
+    payload = {"hook_event_name": "Stop", "session_id": samples.SID, "transcript_path": transcript, "cwd": "/"}
+    out = convmem("hook", "--store", path, "--timeout", "120", stdin=json.dumps(payload).encode())
+    assert out.returncode == 0 and "convmem hook: warning" not in out.stderr, out.stderr
+    caught_up(b)
+    hooked = imported(b)
+    assert hooked and all(hooked.values())
+    follower = subprocess.Popen([sys.executable, "-m", "server.cli", "import", "codex",
+                                 samples.codex(str(tmp_path / "codex")), "--follow", "--store", path],
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 120      # not a timing assertion: how long to wait for the stream
+        while len(imported(b)) == len(hooked) and time.monotonic() < deadline and follower.poll() is None:
+            time.sleep(0.2)
+    finally:
+        follower.send_signal(signal.SIGTERM)
+        err = follower.communicate(timeout=60)[1]
+    assert follower.returncode == 0, err
+    assert "wrote" in err and len(imported(b)) > len(hooked)
+    (a,) = [node(cluster, stream, path)]
+    try:
+        a.write_message("s", "user", "a again", Metadata())
+        caught_up(a, b)
+        assert contents(a) == contents(b) == ["a", "b, while a is down", "a again"]
+        assert imported(a) == imported(b)
+        assert dump_projections(a.store) == dump_projections(b.store)
+    finally:
+        a.close()
+
+
+def test_convmem_import_jsonl_into_a_served_nodes_store_restores_through_its_stream(nodes, tmp_path):
+    own = MemoryService(str(tmp_path / "own"))
+    try:
+        ids = [own.write_message("p", "user", f"kept {i}", Metadata())["message"]["message_id"] for i in range(3)]
+    finally:
+        own.close()
+    export = str(tmp_path / "export.jsonl")
+    assert convmem("export", "--store", str(tmp_path / "own"), "--out", export).returncode == 0
+    a, b = nodes(2)
+    out = convmem("import", "jsonl", export, "--store", a.store.path)
+    assert out.returncode == 0, out.stderr
+    caught_up(a, b)
+    for svc in (a, b):
+        assert [m["message_id"] for m in svc.history("p", 10, None)["history"]] == ids
+    a.write_message("p", "user", "after", Metadata())            # the serving node writes on
+    caught_up(a, b)
+    assert contents(b, "p") == ["kept 0", "kept 1", "kept 2", "after"]
+    assert dump_projections(a.store) == dump_projections(b.store)
+
+
+def test_an_import_into_a_node_on_a_new_generation_still_finds_its_stream(nodes, tmp_path):
+    """A node adopting a generation keeps what the store records besides the log (the stream's
+    servers and name among it): ``convmem import`` into its store needs no ``--replicate``."""
+    a, b = nodes(2)
+    a.write_message("s", "user", "before", Metadata())
+    a.rebuild()
+    caught_up(a, b)
+    root = samples.claude_code(str(tmp_path / "projects"))
+    out = convmem("import", "claude-code", root, "--store", b.store.path, "--json")
+    assert out.returncode == 1 and json.loads(out.stdout)["written"] > 0, out.stderr
+    caught_up(a, b)
+    assert b.health()["replication"]["generation"] == 2
+    assert imported(a) == imported(b) and sum(map(len, imported(b).values())) == json.loads(out.stdout)["written"]
+    assert dump_projections(a.store) == dump_projections(b.store)
+
+
+def test_import_follow_lets_a_nodes_store_go_while_its_server_moves_it_to_a_new_generation(nodes, tmp_path):
+    """``rebuild_index`` replaces each node's data file, which needs the store alone: an
+    ``import --follow`` into a node's store lets it go while the node moves, then follows on."""
+    import signal
+    import time
+
+    a, b = nodes(2)
+    a.write_message("s", "user", "before", Metadata())
+    lines = [json.dumps(line) if not isinstance(line, str) else line for line in samples.claude_code_lines()]
+    project = tmp_path / "projects" / "-home-ada-shop"
+    project.mkdir(parents=True)
+    transcript = project / f"{samples.SID}.jsonl"
+    transcript.write_text("\n".join(lines[:5]) + "\n")
+
+    def wait_for(check) -> None:
+        deadline = time.monotonic() + 120      # not a timing assertion: how long to wait for the stream
+        while not check() and time.monotonic() < deadline and follower.poll() is None:
+            time.sleep(0.2)
+    follower = subprocess.Popen([sys.executable, "-m", "server.cli", "import", "claude-code",
+                                 str(tmp_path / "projects"), "--follow", "--store", a.store.path],
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        wait_for(lambda: caught_up(b) or bool(imported(b)))
+        first = sum(map(len, imported(b).values()))
+        assert first > 0
+        assert a.rebuild()["messages_indexed"] == first + 1        # the follower let the store go
+        with transcript.open("a") as fh:
+            fh.write("\n".join(lines[5:]) + "\n")
+        wait_for(lambda: caught_up(b) or sum(map(len, imported(b).values())) > first)
+    finally:
+        follower.send_signal(signal.SIGTERM)
+        err = follower.communicate(timeout=60)[1]
+    assert follower.returncode == 0, err
+    assert "let go, opened again" in err
+    caught_up(a, b)
+    assert sum(map(len, imported(b).values())) > first and imported(a) == imported(b)
+    assert a.health()["replication"]["generation"] == b.health()["replication"]["generation"] == 2
+    assert dump_projections(a.store) == dump_projections(b.store)
+
+
+def test_an_import_into_a_node_needs_to_know_where_its_stream_is(tmp_path):
+    with pytest.raises(ValidationError, match="^--replicate: required"):
+        import_settings(None, None, None)
+    assert import_settings(("nats://h:1", "S"), None, None) == Settings(("nats://h:1",), "S")
+    assert import_settings(("nats://h:1", "S"), "nats://g:2", None) == Settings(("nats://g:2",), "S")
+    root = samples.claude_code(str(tmp_path / "projects"))
+    out = convmem("import", "claude-code", root, "--store", str(tmp_path / "own"), "--replicate", "nats://h:1")
+    assert out.returncode == 2 and "--replicate: only for a replicated node's store" in out.stderr
+    assert not os.path.exists(tmp_path / "own")                          # no store made
 
 
 def test_a_command_refused_on_a_stale_local_view_is_checked_against_the_stream(nodes):

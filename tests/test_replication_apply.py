@@ -52,6 +52,22 @@ def test_records_are_applied_with_the_stream_position_in_the_same_transaction(st
         assert dump_projections(other) == dump_projections(store)
 
 
+def test_what_another_process_of_the_store_applied_is_skipped_not_taken_for_a_fork(store):
+    """Two processes applying one stream into one store (a node's server and an import):
+    each starts from the position stored in the store, whatever its own last was."""
+    events = history(5)
+    records = [record(i + 1, e) for i, e in enumerate(events)]
+    apply_records(store, Position(1, 0), False, records[:3])                 # "the other process"
+    out = apply_records(store, Position(1, 1), False, records[1:])          # this one, from its own last
+    assert out.position == Position(1, 5) and out.ids == {r.msg_id for r in records[3:]}
+    again = apply_records(store, Position(1, 2), False, records[1:4])       # all there already
+    assert again.position == Position(1, 5) and not again.ids
+    with store.read() as tx:
+        assert read_position(tx) == Position(1, 5) and store.last_sequence(tx) == 5
+    with pytest.raises(CorruptStoreError, match="not consecutive"):         # a gap is still a gap
+        apply_records(store, Position(1, 5), False, [record(7, history(1)[0])])
+
+
 def mixed(n: int) -> list:
     """``n`` messages written, then updates and deletes reaching some of them, interleaved
     with more writes (the term index's bulk work then builds records it held)."""

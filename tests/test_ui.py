@@ -145,11 +145,8 @@ def served(tmp_path_factory):
 
 @pytest.fixture
 def pages(served):
-    client = Pages(served[0])
-    try:
+    with contextlib.closing(Pages(served[0])) as client:
         yield client
-    finally:
-        client.close()
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
     python -m tools.bench_import                          100,000 messages, temporary store
     python -m tools.bench_import --messages 1000000 --store DIR --serve --search
     python -m tools.bench_import --through-service        the import through a service's committer
+    python -m tools.bench_import --into-node --no-rerun --no-memory     into a served node's store
 
 The transcripts are the LoCoMo dev conversations (``--data``, default
 ``../shared/data``) replicated until there are ``--messages`` turns, written
@@ -27,6 +28,12 @@ encoding, the log, every projector, the index's second process, the commits.
 It is the rate of the writing path for chat-sized messages, not of an import
 (``--no-memory`` skips it).
 
+``--into-node`` imports with ``convmem import claude-code`` (a process of its
+own) into the store of a replicated node that this process serves, on a
+3-server loopback cluster (``tools._nats``): through the node's stream, as
+docs/import.md describes; the CPU times are then this process's (the node
+applying its own store's stream) and not the import's.
+
 ``--serve`` times ``convmem serve`` from start to its first answer (the MCP
 ``initialize`` and a ``get_system_health`` call); ``--search`` runs the LoCoMo questions
 through :meth:`MemoryService.search` (``tools.search_scale``'s timing: one
@@ -40,10 +47,12 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
 
+from server.commands._common import paused_collector
 from server.importers import Options, run_import
 from server.importers.turns import Report, Turn
 from server.importers.writer import Writer
@@ -85,9 +94,14 @@ def cpu_seconds(children: bool = True) -> float:
     return me.ru_utime + me.ru_stime + (kids.ru_utime + kids.ru_stime if children else 0.0)
 
 
-def timed_import(store: str, folder: str, batch: int, service: bool = False) -> tuple[float, float, float, dict]:
+def timed_import(store: str, folder: str, batch: int, service: bool = False,
+                 node: bool = False) -> tuple[float, float, float, dict]:
     """(seconds, CPU seconds in all, CPU seconds of this process alone, the summary).
-    ``service``: through an open :class:`MemoryService`'s committer, as into a served store."""
+    ``service``: through an open :class:`MemoryService`'s committer, as into a served store
+    (the collector on); ``node``: ``convmem import`` into the store of a replicated node
+    served here; else as ``convmem import`` runs (the collector paused for the command)."""
+    if node:
+        return _into_node(store, folder, batch)
     start, cpu, own = time.perf_counter(), cpu_seconds(), cpu_seconds(children=False)
     options = Options(batch=batch, progress=sys.stderr.isatty())
     if service:
@@ -97,8 +111,27 @@ def timed_import(store: str, folder: str, batch: int, service: bool = False) -> 
         finally:
             svc.close()
     else:
-        summary = run_import(store, "claude-code", [folder], options)
+        with paused_collector():
+            summary = run_import(store, "claude-code", [folder], options)
     return time.perf_counter() - start, cpu_seconds() - cpu, cpu_seconds(children=False) - own, summary
+
+
+def _into_node(store: str, folder: str, batch: int) -> tuple[float, float, float, dict]:
+    from server.replication import Settings, committer_factory
+
+    from ._nats import Cluster
+    with tempfile.TemporaryDirectory(prefix="convmem-nats-") as nats, Cluster(nats, size=3) as cluster:
+        svc = MemoryService(store, committer=committer_factory(Settings(tuple(cluster.urls.split(",")))))
+        try:
+            start, cpu, own = time.perf_counter(), cpu_seconds(), cpu_seconds(children=False)
+            out = subprocess.run([sys.executable, "-m", "server.cli", "import", "claude-code", folder, "--store",
+                                  store, "--batch", str(batch), "--json"], capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"convmem import failed: {out.stderr[-2000:]}")
+            seconds = time.perf_counter() - start
+            return seconds, cpu_seconds() - cpu, cpu_seconds(children=False) - own, json.loads(out.stdout)
+        finally:
+            svc.close()
 
 
 def memory_turns(turns: list[tuple[str, str, str, str]], total: int, per_session: int) -> list[Turn]:
@@ -179,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--search", action="store_true", help="search p50/p95 over the store (LoCoMo questions)")
     parser.add_argument("--through-service", action="store_true",
                         help="import through an open MemoryService's committer (as into a served store)")
+    parser.add_argument("--into-node", action="store_true",
+                        help="`convmem import` into a replicated node's store while this process serves it")
     parser.add_argument("--no-rerun", action="store_true", help="skip the re-run and the replay (big stores)")
     parser.add_argument("--no-memory", action="store_true",
                         help="skip the bulk writer's own measure (turns already in memory, another empty store)")
@@ -186,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="import nothing: measure --serve/--search on the existing --store")
     args = parser.parse_args(argv)
     turns, questions = search_scale.load(args.data)
-    record: dict = {"benchmark": "bench_import", "messages": args.messages, "batch": args.batch}
+    if args.into_node and not (args.no_rerun and not args.serve and not args.measure_only):
+        parser.error("--into-node: needs --no-rerun, without --serve and --measure-only (its cluster is gone then)")
+    record: dict = {"benchmark": "bench_import", "messages": args.messages, "batch": args.batch,
+                    **({"into_node": True} if args.into_node else {})}
     with workdir(args.store, "convmem-import-") as (store, parent), \
             tempfile.TemporaryDirectory(prefix="convmem-transcripts-") as folder:
         if os.path.exists(os.path.join(store, "data.mdb")) and not args.measure_only:
@@ -194,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.measure_only:
             record["content_bytes"] = write_transcripts(folder, turns, args.messages, args.per_session)
             print("transcripts written; importing", file=sys.stderr)
-            seconds, cpu, own, summary = timed_import(store, folder, args.batch, args.through_service)
+            seconds, cpu, own, summary = timed_import(store, folder, args.batch, args.through_service,
+                                                      args.into_node)
             written = max(summary["written"], 1)
             record["import"] = {"seconds": round(seconds, 2), "written": summary["written"],
                                 "messages_per_s": round(summary["written"] / seconds),

@@ -40,7 +40,7 @@ import time
 from itertools import islice
 
 from eventstore.events import KINDS, Message, MessageWritten, Metadata
-from tools._workdir import workdir
+from tools._workdir import add_store_options, workdir
 from tools.search_scale import DEFAULT_DATA, load
 
 BIG = "bench-big"
@@ -214,19 +214,18 @@ def table(record: dict) -> str:
         lines.append(f"{name:<18}{r['n']:>5}{r['p50_ms']:>9.1f}{r['p95_ms']:>9.1f}{r['max_ms']:>9.1f}"
                      f"{r['mean_ms']:>9.1f}")
     reads = record["message_reads"]
-    lines.append(f"a message's page, in process: view=context {reads['context_p50_us']} us p50 "
-                 f"({reads['context_p95_us']} p95), view=revisions {reads['revisions_p50_us']} us p50 "
-                 f"({reads['revisions_p95_us']} p95)")
-    lines.append(f"messages {record['messages']:,}; a page of the 1,000-message session is "
-                 f"{record['session_page_bytes']:,} bytes; load average {record['load_average']}")
-    return "\n".join(lines)
+    return "\n".join([
+        *lines,
+        f"a message's page, in process: view=context {reads['context_p50_us']} us p50 "
+        f"({reads['context_p95_us']} p95), view=revisions {reads['revisions_p50_us']} us p50 "
+        f"({reads['revisions_p95_us']} p95)",
+        f"messages {record['messages']:,}; a page of the 1,000-message session is "
+        f"{record['session_page_bytes']:,} bytes; load average {record['load_average']}"])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench_ui", description=__doc__.split("\n")[0])
-    parser.add_argument("--data", default=DEFAULT_DATA, help="directory with locomo-dev.json")
-    parser.add_argument("--messages", type=int, default=100_000, help="messages in the store (default 100000)")
-    parser.add_argument("--store", help="store directory to build (or reuse) and keep")
+    add_store_options(parser, DEFAULT_DATA)
     parser.add_argument("--rounds", type=int, default=40, help="fetches of each fixed page (default 40)")
     args = parser.parse_args(argv)
     if args.messages <= BIG_SIZE:

@@ -48,7 +48,7 @@ import time
 from itertools import islice
 
 from eventstore.events import KINDS, Message, MessageWritten, Metadata
-from tools._workdir import workdir
+from tools._workdir import add_store_options, workdir
 
 BATCH = 1000
 LIMIT = 10
@@ -220,9 +220,7 @@ def table(record: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.search_scale", description=__doc__.split("\n")[0])
-    parser.add_argument("--data", default=DEFAULT_DATA, help="directory with locomo-dev.json")
-    parser.add_argument("--messages", type=int, default=100_000, help="messages in the store (default 100000)")
-    parser.add_argument("--store", help="store directory to build (or reuse) and keep")
+    add_store_options(parser, DEFAULT_DATA)
     parser.add_argument("--no-context", action="store_true",
                         help="rank by the own fields alone (no context boost), for comparison")
     parser.add_argument("--write-between", action="store_true",

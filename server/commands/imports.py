@@ -19,12 +19,14 @@ from .._terminal import visible
 from ..importers import command as importers_command
 from ..importers import follow
 from ..importers.follow import SOURCES as FOLLOWED
+from ..importers.options import Options
 from ..importers.run import SOURCES as TRANSCRIPT_SOURCES
 from ..importers.run import has_default
+from ..importers.target import committer_factory
 from ..importers.turns import counted
 from ..progress import progress
 from ..service import MemoryService
-from ._common import CommandError, check_usable, store_path
+from ._common import CommandError, check_usable, paused_collector, store_path
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -42,6 +44,7 @@ def _register_jsonl(sources, common: argparse.ArgumentParser) -> None:
     p = sources.add_parser("jsonl", parents=[common], help=text, description=text)
     p.add_argument("file", metavar="FILE", help="the export file")
     p.add_argument("--dry-run", action="store_true", help="check the file and the store, write nothing")
+    hook.add_node_options(p)
     p.set_defaults(run=run_jsonl)
 
 
@@ -52,8 +55,9 @@ def run_jsonl(args: argparse.Namespace) -> int:
         fh = open(args.file, encoding="utf-8")
     except OSError as exc:
         raise CommandError(f"cannot read {args.file}: {exc.strerror}") from None
-    with fh:
-        service = MemoryService(path)
+    with fh, paused_collector():     # a replicated node's store: written through its stream (importers.target)
+        node = Options(replicate=args.replicate, stream=args.stream)
+        service = MemoryService(path) if args.dry_run else MemoryService(path, committer=committer_factory(node))
         try:
             try:
                 plan = transfer.check(service, transfer.read_file(fh, args.file))
@@ -96,8 +100,9 @@ def _run_transcripts(args: argparse.Namespace) -> int:
     path = store_path(args)
     check_usable(path)
     if getattr(args, "follow", False):
-        return follow.command(args, path)
-    return importers_command.run(args, path)
+        return follow.command(args, path)           # runs on: the collector stays on
+    with paused_collector():
+        return importers_command.run(args, path)
 
 
 def hook_parser(p: argparse.ArgumentParser) -> None:

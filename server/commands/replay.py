@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..maintenance import run as replay
-from ._common import check_existing, store_path
+from ._common import check_existing, paused_collector, store_path
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -20,4 +20,5 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     path = store_path(args)
     check_existing(path)
-    return replay(path, verify=args.verify)
+    with paused_collector():
+        return replay(path, verify=args.verify)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import CommandError, check_existing, collector_paused, store_path
+from ._common import CommandError, check_existing, paused_collector, store_path
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -25,10 +25,11 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return collector_paused(_run, args)
+    with paused_collector():            # until the server has frozen its start-up heap, as serve
+        return _serve_pages(args)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _serve_pages(args: argparse.Namespace) -> int:
     from ..http_transport import HttpSettings
     from .serve import run_http
     from .token import token

@@ -15,6 +15,7 @@ import json
 import sys
 
 from .._terminal import json_visible, visible
+from ..hook import add_node_options
 from .options import Options
 from .run import SOURCES, files, run_import
 from .turns import Report, counted
@@ -42,13 +43,14 @@ def add_options(sp: argparse.ArgumentParser, source: str) -> None:
         sp.add_argument(f"--{flag}", action="store_true", help=_FLAGS[flag])
     sp.add_argument("--batch", type=int, default=BATCH, help=f"messages per transaction (default {BATCH})")
     sp.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_node_options(sp)
 
 
 def run(args: argparse.Namespace, store: str) -> int:
     """Handle a parsed ``convmem import``; ``ConvMemError`` is the caller's to report.
     When no file is there to read, nothing is opened (no store is created)."""
     options = Options(thinking=getattr(args, "thinking", False), branches=getattr(args, "branches", False),
-                      dry_run=args.dry_run, batch=max(1, args.batch))
+                      dry_run=args.dry_run, batch=max(1, args.batch), replicate=args.replicate, stream=args.stream)
     found = bool(files(args.source, args.paths))
     summary = run_import(store, args.source, args.paths, options) if found else \
         Report(args.source, dry_run=args.dry_run).summary()

@@ -23,17 +23,20 @@ project directories by the source's globs.
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import itertools
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import replace
 from types import ModuleType
 from typing import IO
 
 from eventstore.committer import Submits
+from eventstore.errors import ConvMemError
 from eventstore.store import EventStore
 from projections.registry import Projector
 
@@ -41,6 +44,7 @@ from ..principals import importer
 from . import claude_code, codex, positions
 from .options import Options
 from .reading import expand, objects
+from .target import opened
 from .turns import Report, Turn
 from .writer import Writer
 
@@ -49,6 +53,7 @@ CHUNK = 8 << 20         # bytes read in one part (each part one or more transact
 BULK = 1 << 20          # bytes from which a part is written in bulk (the index work held to the commit)
 POLL = 1.0              # seconds between sweeps when polling
 RESCAN = 30.0           # seconds between sweeps while watching (files the notifications missed)
+NODE_RESCAN = 2.0       # … into a replicated node's store (a generation switch waits for it to let the store go)
 DEBOUNCE_MS = 500       # notifications gathered this long into one sweep
 log = logging.getLogger("convmem")
 
@@ -197,28 +202,36 @@ def roots(module: ModuleType, paths: list[str]) -> list[str]:
 
 
 def follow(follower: Follower, stop: threading.Event, *, poll: float = POLL, notify: bool = True,
-           swept=None) -> None:
-    """Sweep, then sweep again on every change, until ``stop`` is set (or
-    Ctrl-C: ``KeyboardInterrupt``, between two transactions or inside one,
-    which is then not committed).  ``swept(written)`` after each sweep."""
-    written = follower.sweep()
-    if swept is not None:
-        swept(written)
-    for _ in changes(roots(follower.module, follower.paths), stop, poll, notify):
-        written = follower.sweep()
+           swept=None, rescan: float = RESCAN, moved: Callable[[], bool] = lambda: False) -> bool:
+    """Sweep, then sweep again on every change (and every ``rescan`` seconds), until
+    ``stop`` is set (or Ctrl-C: ``KeyboardInterrupt``, between two transactions or
+    inside one, which is then not committed), or ``moved()`` says the store must be
+    let go (a replicated node's, moving to a new stream generation: True then).
+    ``swept(written)`` after each sweep."""
+    for _ in itertools.chain((None,), changes(roots(follower.module, follower.paths), stop, poll, notify, rescan)):
+        try:
+            written = follower.sweep()
+        except ConvMemError:
+            if moved():
+                return True
+            raise
         if swept is not None:
             swept(written)
+        if moved():
+            return True
+    return False
 
 
-def changes(dirs: list[str], stop: threading.Event, poll: float, notify: bool) -> Iterator[None]:
-    """Once for every batch of changes under ``dirs`` (and every
-    :data:`RESCAN` seconds), until ``stop`` is set; polled every ``poll``
-    seconds without notifications."""
+def changes(dirs: list[str], stop: threading.Event, poll: float, notify: bool,
+            rescan: float = RESCAN) -> Iterator[None]:
+    """Once for every batch of changes under ``dirs`` (and every ``rescan``
+    seconds), until ``stop`` is set; polled every ``poll`` seconds without
+    notifications."""
     watch = _watchfiles() if notify and dirs and all(os.path.isdir(d) for d in dirs) else None
     if watch is not None:
         try:
             for _ in watch(*dirs, watch_filter=_transcript, stop_event=stop, debounce=DEBOUNCE_MS,
-                           rust_timeout=int(RESCAN * 1000), yield_on_timeout=True):
+                           rust_timeout=int(rescan * 1000), yield_on_timeout=True):
                 yield
             return
         except (OSError, RuntimeError) as exc:    # no notifications here (a watch limit, a file system without)
@@ -242,37 +255,43 @@ def _watchfiles():
 def command(args, store_path: str) -> int:
     """``convmem import claude-code|codex --follow``: runs until Ctrl-C (exit
     130) or SIGTERM (exit 0, as ``systemctl stop`` asks); a transaction
-    interrupted is not committed, and the next run reads its lines again."""
+    interrupted is not committed, and the next run reads its lines again.
+    A replicated node's store is written through its stream (:mod:`.target`),
+    and let go while its server moves it to a new stream generation."""
     import signal
     import sys
 
     if args.dry_run:
         print("convmem import: --follow writes as it reads; it cannot be a --dry-run", file=sys.stderr)
         return 2
-    options = Options(thinking=getattr(args, "thinking", False), batch=max(1, args.batch), progress=False)
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    store = EventStore(store_path, Projector())
-    try:
-        follower = Follower(store, args.source, args.paths, options)     # a replicated node's store refused
-    except BaseException:
-        store.close()
-        signal.signal(signal.SIGTERM, previous)
-        raise
+    options = Options(thinking=getattr(args, "thinking", False), batch=max(1, args.batch), progress=False,
+                      replicate=args.replicate, stream=args.stream)
+    stop, report = threading.Event(), Report(args.source)
 
     def swept(written: int) -> None:
         if written:
-            print(f"import {args.source} --follow: wrote {written} messages "
-                  f"({follower.report.written} since the start)", file=sys.stderr)
-    where = ", ".join(roots(follower.module, args.paths))
-    print(f"import {args.source} --follow into {store_path}: following {where} (Ctrl-C stops)", file=sys.stderr)
-    try:
-        follow(follower, stop, swept=swept)
-    except KeyboardInterrupt:
-        print(f"import {args.source} --follow: stopped", file=sys.stderr)
-        return 130
-    finally:
-        store.close()
-        signal.signal(signal.SIGTERM, previous)
+            print(f"import {args.source} --follow: wrote {written} messages ({report.written} since the start)",
+                  file=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        stack.callback(signal.signal, signal.SIGTERM, previous)
+        first = True
+        while not stop.is_set():
+            with opened(store_path, options) as (store, committer):
+                follower = Follower(store, args.source, args.paths, options, report, committer=committer)
+                if first:
+                    print(f"import {args.source} --follow into {store_path}: following "
+                          f"{', '.join(roots(follower.module, args.paths))} (Ctrl-C stops)", file=sys.stderr)
+                    first = False
+                try:
+                    moved = follow(follower, stop, swept=swept, rescan=RESCAN if committer is None else NODE_RESCAN,
+                                   moved=lambda: committer is not None and bool(committer.refused))
+                except KeyboardInterrupt:
+                    print(f"import {args.source} --follow: stopped", file=sys.stderr)
+                    return 130
+            if moved:
+                print(f"import {args.source} --follow: the node's store is moving to a new stream generation: "
+                      "let go, opened again in a moment", file=sys.stderr)
+                stop.wait(POLL)
     print(f"import {args.source} --follow: stopped", file=sys.stderr)
     return 0

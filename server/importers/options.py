@@ -16,3 +16,5 @@ class Options:
     bulk: bool = True             # index work held to each commit, as a replay does (same bytes)
     progress: bool | None = None  # a progress line on stderr; None: when stderr is a terminal
     apart: bool | None = None     # read the source in a second process; None: a large import, several CPUs
+    replicate: str | None = None  # a replicated node's store: its NATS URLs (None: those the node recorded)
+    stream: str | None = None     # … and its stream's name (None: the one the node recorded)

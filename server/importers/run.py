@@ -19,6 +19,7 @@ from ..principals import importer
 from . import chatgpt, claude_ai, claude_code, codex, memory_jsonl, reader
 from .options import Options
 from .reading import expand
+from .target import opened
 from .turns import Report, counted
 from .writer import Writer
 
@@ -28,9 +29,10 @@ SOURCES: dict[str, ModuleType] = {m.NAME: m for m in (claude_code, codex, chatgp
 def run_import(store_path: str, source: str, paths: list[str], options: Options | None = None, *,
                store: EventStore | None = None, committer: Submits | None = None) -> dict:
     """Import ``paths`` (none: the source's default locations) of ``source``
-    into the store at ``store_path`` (opened here, written in its own
-    transactions; never a replicated node's) or the open ``store``; returns the
-    summary (counts, and each skipped line as ``file:line: why``).
+    into the store at ``store_path`` (opened here: written in its own
+    transactions, or through the node's stream when it is a replicated node's,
+    see :mod:`.target`) or the open ``store``; returns the summary (counts,
+    and each skipped line as ``file:line: why``).
     ``committer``: what the open ``store``'s writes go through — a served
     store's service (:meth:`server.service.MemoryService.submit`), so that the
     batches take the same path as the tools' writes (a replicated node's reach
@@ -40,21 +42,18 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     if module is None:
         raise ValueError(f"source: must be one of {', '.join(SOURCES)}")
     report = Report(source, dry_run=options.dry_run)
-    owned = store is None
     scratch = None
-    if owned and options.dry_run and not os.path.exists(store_path):
+    if store is None and options.dry_run and not os.path.exists(store_path):
         scratch = tempfile.mkdtemp(prefix="convmem-dry-run-")     # a dry run creates no store
         store_path = os.path.join(scratch, "store")
-    target = store if store is not None else EventStore(store_path, Projector())
     try:
-        writer = Writer(target, report, batch=options.batch, bulk=options.bulk, dry_run=options.dry_run,
-                        progress=_progress(options), principal=importer(source).name, committer=committer)
-        projector = target.projector
-        with projector.bulk_run() if isinstance(projector, Projector) else nullcontext():
-            writer.write(reader.items(module, paths, report, options))
+        with nullcontext((store, committer)) if store is not None else opened(store_path, options) as (target, via):
+            writer = Writer(target, report, batch=options.batch, bulk=options.bulk, dry_run=options.dry_run,
+                            progress=_progress(options), principal=importer(source).name, committer=via)
+            projector = target.projector
+            with projector.bulk_run() if isinstance(projector, Projector) else nullcontext():
+                writer.write(reader.items(module, paths, report, options))
     finally:
-        if owned:
-            target.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     if _progress(options) is not None:

@@ -9,6 +9,12 @@ redelivery changes nothing.  The local log numbers events as the stream does
 that it never goes back across generations), which is checked on every
 transaction: a store written by something else than this node's replication
 (another process writing without the stream) is refused, not silently forked.
+
+Another process may write the same store *through* the stream — an import
+into a served node's store (:func:`server.replication.open_visitor`): both
+then apply the stream, so each transaction starts from the position stored
+in the store (:func:`where`), not from the one its process last wrote, and
+skips what the other process applied already.
 """
 
 from __future__ import annotations
@@ -49,12 +55,29 @@ def write_position(w: WriteTx, position: Position) -> None:
     meta.put_stream_position(w.txn, w.db("meta"), position.generation, position.sequence, position.offset)
 
 
+def write_node(w: WriteTx, servers: tuple[str, ...], stream: str) -> None:
+    """Record where this node's stream is (what an import into its store publishes to)."""
+    meta.put_node_settings(w.txn, w.db("meta"), ",".join(servers), stream)
+
+
 def check_aligned(store: EventStore, tx: Tx, position: Position, sealed: bool) -> None:
     """The local log ends where the stream position says (one less after a seal)."""
     last = store.last_sequence(tx)
     if last != position.offset + position.sequence - int(sealed):
         raise CorruptStoreError(f"the local log ends at {last} but the stream position is {position.sequence}: "
                                 "the store was written outside replication; start this node on an empty store")
+
+
+def where(store: EventStore, tx: Tx, position: Position, sealed: bool) -> tuple[Position, bool]:
+    """Where the store is in the stream: ``position`` (``sealed``: at its seal), or further
+    on in the same generation when another process of this store applied more; checked
+    against the local log."""
+    stored = read_position(tx)
+    if stored is not None and stored.generation == position.generation and stored.sequence > position.sequence:
+        position = stored
+        sealed = store.last_sequence(tx) == stored.offset + stored.sequence - 1
+    check_aligned(store, tx, position, sealed)
+    return position, sealed
 
 
 @dataclass
@@ -67,10 +90,37 @@ class Applied:
 
 
 def apply_records(store: EventStore, position: Position, sealed: bool, records: Sequence[Record]) -> Applied:
-    """Append and project ``records`` (consecutive, starting right after ``position``):
-    many at once in bulk mode, each run of :data:`~eventstore.replay.BATCH`
-    projected together, as a replay projects the log."""
-    out, seq, raws = Applied(position, sealed), position.sequence, []
+    """Append and project ``records`` (consecutive, starting right after ``position``, or
+    before where the store is when another process applied them: those are skipped):
+    many at once in bulk mode, each run of :data:`~eventstore.replay.BATCH` projected
+    together, as a replay projects the log."""
+    with store.read() as tx:
+        at, at_seal = where(store, tx, position, sealed)
+    if records and records[-1].seq <= at.sequence:      # all applied by another process: no write
+        return Applied(at, at_seal)
+
+    def body(w: WriteTx) -> Applied:
+        at, at_seal = where(store, w, position, sealed)
+        out, raws = _taken(Applied(at, at_seal), [r for r in records if r.seq > at.sequence])
+        local, top = at.offset + at.sequence + 1, b""     # the first event's local sequence
+        for start in range(0, len(raws), BATCH):
+            run = raws[start:start + BATCH]
+            codec.remember_ids(run)
+            events = [codec.decode_event(raw) for raw in run]
+            if w.append(events, run) != local:
+                raise CorruptStoreError("the local log and the stream number events differently")
+            local += len(run)
+            top = max([top, *(to_bytes(e.message.message_id) for e in events if isinstance(e, MessageWritten))])
+        store.raise_last_id(w, top)         # new ids of this node stay after every id written anywhere
+        if out.position != at:
+            write_position(w, out.position)
+        return out
+    return store.maintain(body, ACTION, bulk=len(records) > 1)
+
+
+def _taken(out: Applied, records: Sequence[Record]) -> tuple[Applied, list[bytes]]:
+    """``out`` moved past ``records`` (checked consecutive from it), and their events' bytes."""
+    seq, raws = out.position.sequence, []
     for record in records:
         if out.sealed:
             raise CorruptStoreError("the stream has messages after its seal")
@@ -83,20 +133,5 @@ def apply_records(store: EventStore, position: Position, sealed: bool, records: 
             out.sealed = True
             continue
         raws.append(record.data)
-    out.position = replace(position, sequence=seq)
-
-    def body(w: WriteTx) -> Applied:
-        check_aligned(store, w, position, sealed)
-        local, top = position.offset + position.sequence + 1, b""     # the first event's local sequence
-        for at in range(0, len(raws), BATCH):
-            run = raws[at:at + BATCH]
-            codec.remember_ids(run)
-            events = [codec.decode_event(raw) for raw in run]
-            if w.append(events, run) != local:
-                raise CorruptStoreError("the local log and the stream number events differently")
-            local += len(run)
-            top = max([top, *(to_bytes(e.message.message_id) for e in events if isinstance(e, MessageWritten))])
-        store.raise_last_id(w, top)         # new ids of this node stay after every id written anywhere
-        write_position(w, out.position)
-        return out
-    return store.maintain(body, ACTION, bulk=len(records) > 1)
+    out.position = replace(out.position, sequence=seq)
+    return out, raws

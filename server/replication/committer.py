@@ -13,6 +13,12 @@ commands submitted by callers.  A command runs like this:
 4. only if the stream acknowledged them is the transaction committed, with
    the stream sequence reached in it; then the caller is answered.
 
+Each command and each batch starts from the stream position stored in the
+store (:func:`.apply.where`): another process may write the same store through
+the stream meanwhile — an import, as a *visitor*: this class made without the
+service's ``live`` and ``exclusive``, which never seeds, adopts or makes a
+generation (it refuses to write instead).
+
 A publish refused because the stream moved on aborts the transaction; the
 node catches up and runs the command again against the new state (a stale
 ``expected_revision`` then fails as ``CONFLICT``, as it would locally).  If
@@ -34,16 +40,16 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
-from eventstore import codec
 from eventstore.committer import Command, Committer
 from eventstore.errors import ConvMemError, CorruptStoreError, StoreIOError
 from eventstore.store import EventStore, WriteTx
 
 from . import layout
-from .apply import Position, apply_records, check_aligned, read_position, write_position
+from .apply import Position, apply_records, read_position, where, write_node, write_position
 from .generations import LiveEvents, adopt, rebuild, seed
 from .layout import Record
 from .link import Gone, Link, Refused, Unreachable
+from .publish import outgoing, publish_all
 from .settings import Settings
 
 log = logging.getLogger("convmem")
@@ -59,15 +65,15 @@ class ReplicatedCommitter(Committer):
     excludes_reads = True       # its writer thread takes the exclusive lock to replace the file
     streamed = True
 
-    def __init__(self, store: EventStore, settings: Settings, live: LiveEvents,
-                 exclusive: Callable[[], contextlib.AbstractContextManager]) -> None:
-        self.store = store
-        self.settings = settings
-        self.live = live
-        self.exclusive = exclusive
+    def __init__(self, store: EventStore, settings: Settings, live: LiveEvents | None,
+                 exclusive: Callable[[], contextlib.AbstractContextManager] | None) -> None:
+        """``live`` and ``exclusive``: the service's, when this process serves the store; None:
+        a visitor, writing a node's store for a while (an import; the module's docstring)."""
+        self.store, self.settings = store, settings
+        self.served = (live, exclusive) if live is not None and exclusive is not None else None
         with store.read() as tx:
             position, last = read_position(tx), store.last_sequence(tx)
-        self.seeding = position is None and last > 0   # events of its own: they may seed an empty stream
+        self.seeding = bool(self.served) and position is None and last > 0     # events of its own: may seed
         self.refused = ""                      # why this node can never follow the stream (reads still work)
         self.position = position or Position(0, 0)
         self.sealed = position is not None and last == position.offset + position.sequence - 1
@@ -105,7 +111,13 @@ class ReplicatedCommitter(Committer):
 
     def rebuild(self) -> dict[str, int]:
         """``rebuild_index``: a new stream generation from the live messages (see :mod:`.generations`)."""
-        return self.run(lambda: rebuild(self))      # type: ignore[return-value]
+        return self.run(lambda: rebuild(self, *self._served()))      # type: ignore[return-value]
+
+    def _served(self) -> tuple[LiveEvents, Callable[[], contextlib.AbstractContextManager]]:
+        """The service's live messages and exclusive lock (a visitor has neither)."""
+        if self.served is None:
+            raise StoreIOError("this process does not serve the store: only its node's server switches generations")
+        return self.served
 
     def _on_writer(self, kind: str, fn: object) -> object:
         future: Future = Future()
@@ -159,6 +171,9 @@ class ReplicatedCommitter(Committer):
             return None
 
     def _loop(self) -> None:
+        if self.served is not None:         # where an import into this store publishes (docs/import.md)
+            self.store.maintain(lambda w: write_node(w, self.settings.servers, self.settings.stream),
+                                "recording the node's stream")
         self.link.wait_connected(TICK)      # a starting node tries to get ready at once, not a tick later
         item = self._next(0)
         while True:
@@ -202,13 +217,9 @@ class ReplicatedCommitter(Committer):
 
     def pump(self, timeout: float) -> None:
         """Wait up to ``timeout`` for one item: records are applied, anything else waits its turn."""
-        item = self.take(timeout)
-        if item is None:
-            return
-        if item[0] == "records":
-            self._apply(item[1], self._gather(item))
-        else:
-            self.deferred.append(item)
+        batch = self.records(timeout)
+        if batch is not None:
+            self._apply(batch[0], self._gather(("records", *batch)))
 
     def _gather(self, item: tuple) -> list[Record]:
         """The records of ``item`` and of the batches queued right behind it (one transaction
@@ -229,11 +240,27 @@ class ReplicatedCommitter(Committer):
                 self.deferred.append(following)
         return records
 
-    def take(self, timeout: float) -> tuple | None:
+    def records(self, timeout: float) -> tuple[int, list[Record]] | None:
+        """The next batch of stream records, as (generation, records); anything else waits its turn."""
         try:
-            return self._queue.get(timeout=timeout)
+            item = self._queue.get(timeout=timeout)
         except queue.Empty:
             return None
+        if item[0] != "records":
+            self.deferred.append(item)
+            return None
+        return item[1], item[2]
+
+    def moved(self, position: Position, sealed: bool) -> None:
+        """At ``position`` now (a seal it published, a generation it adopted); following it unless ``sealed``."""
+        with self._changed:
+            if position.generation != self.position.generation:
+                self.stream_last, self.caught_up_at = position.sequence, time.time()
+            self.position, self.sealed, self.ready = position, sealed, False
+            self.stream_last = max(self.stream_last, position.sequence)
+            self._changed.notify_all()
+        if not sealed:
+            self.follow_from_here()
 
     # ------------------------------------------------------------ readiness
     def _try_ready(self) -> None:
@@ -243,17 +270,23 @@ class ReplicatedCommitter(Committer):
         control = self.link.control()
         if self.seeding:
             try:
-                seed(self, control)
+                seed(self, control, *self._served())
             except Refused as exc:
                 self.refused = self.not_ready = exc.message
                 log.error("replication: %s", exc.message)
                 return
-            self.seeding = False
-        elif self.position.generation == 0 and control.generation == 1 and not control.offset:
+            self.seeding = False              # it follows the stream from the generation it adopted
+            return
+        if self.position.generation == 0 and control.generation == 1 and not control.offset:
             self.link.ensure(1)                                          # an empty store, a young stream
             self._set_position(Position(1, 0))
+        elif self.position.generation < control.generation and self.served is None:
+            self.refused = self.not_ready = ("the node's store is behind the stream's current generation: "
+                                             "its server (convmem serve --replicate) moves it there first")
+            return
         elif self.position.generation < control.generation:              # made anew from the current one
-            adopt(self, control)
+            adopt(self, control, self._served()[1])
+            return
         elif self.position.generation > control.generation:
             raise Unreachable("the stream's control record is behind this store: is --stream the right name?")
         elif self.sealed:
@@ -388,10 +421,11 @@ class ReplicatedCommitter(Committer):
         return self.position == before and self.ready and not self.sealed
 
     def _attempt(self, command: Command, state: dict[str, Any], deadline: float, bulk: bool) -> object:
-        position = self.position
-
         def run(w: WriteTx) -> object:
-            check_aligned(self.store, w, position, False)
+            position, sealed = where(self.store, w, self.position, False)
+            if sealed:                         # another process of this store applied the seal
+                raise Refused("writing: the stream generation is sealed")
+            state["position"] = position
             state["result"] = result = command(w)
             if w.appended:
                 w.before_commit.append(lambda w: self._publish(w, position, state, deadline))
@@ -399,39 +433,17 @@ class ReplicatedCommitter(Committer):
         result = self.store.execute(run, bulk=bulk)
         if "sequence" in state:
             with self._changed:
-                self.position = replace(position, sequence=state["sequence"])
+                self.position = replace(state["position"], sequence=state["sequence"])
                 self.stream_last = max(self.stream_last, self.position.sequence)
                 self._changed.notify_all()
         return result
 
     def _publish(self, w: WriteTx, position: Position, state: dict[str, Any], deadline: float) -> None:
         """Before the commit: the transaction's events to the stream, chained on ``position``."""
-        base, events = position.sequence, []
-        for i, (seq, _) in enumerate(w.appended):
-            if seq != position.offset + base + i + 1:
-                raise CorruptStoreError("the local log and the stream number events differently")
-            raw = bytes(w.txn.get(codec.seq_key(seq), db=w.db("events")) or b"")
-            events.append((raw, layout.event_id(base + i + 1, raw)))
-        state["ids"] = {msg_id for _, msg_id in events}
-        end = replace(position, sequence=base + len(events))
+        items = outgoing(self.settings.stream, w, position)
+        state["ids"] = {msg_id for _, _, msg_id in items}
+        end = replace(position, sequence=position.sequence + len(items))
         write_position(w, end)
-        subject = lambda raw: layout.event_subject(self.settings.stream, position.generation,
-                                                   layout.message_of(codec.decode_event(raw)))
-        items = [(subject(raw), raw, msg_id) for raw, msg_id in events]
-        if self._publish_all(items, base, deadline) != end.sequence:
+        if publish_all(self.link, items, position.sequence, deadline) != end.sequence:
             raise CorruptStoreError("the stream stored an event at another sequence than expected")
         state["sequence"] = end.sequence
-
-    def _publish_all(self, items: list[tuple[str, bytes, str]], base: int, deadline: float) -> int:
-        """Publish ``items`` chained on ``base``; the last sequence.  A retry repeats the same
-        ids and expectations: what landed already is de-duplicated, nothing lands twice."""
-        while True:
-            try:
-                if len(items) == 1:
-                    subject, raw, msg_id = items[0]
-                    return self.link.publish(subject, raw, msg_id, base)
-                return self.link.publish_all(items, base)
-            except Unreachable:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(TICK)

@@ -29,12 +29,12 @@ switch from its own state, which is the same at the seal on every node.
 
 from __future__ import annotations
 
-import collections
+import contextlib
 import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import partial
@@ -42,33 +42,41 @@ from typing import Protocol
 
 from eventstore import codec, files
 from eventstore.committer import LiveEvents
+from eventstore.errors import BusyError
 from eventstore.store import COMPACT_DIR, DATA_FILE, EventStore
 
 from . import layout
 from .apply import Position, apply_records, write_position
-from .layout import Control
+from .layout import Control, Record
 from .link import Gone, Link, Refused, Unreachable
 from .settings import Settings
 
 
 class Node(Protocol):
-    """What a switch needs of the writer (:class:`~.committer.ReplicatedCommitter`)."""
+    """What a switch asks of the writer thread it runs on (:class:`~.committer.ReplicatedCommitter`):
+    the store and the stream it writes, where it is, and its ways of waiting on the stream.
+    The service's ``live`` messages and ``exclusive`` lock are the callers' arguments."""
 
     store: EventStore
-    settings: Settings
     link: Link
-    live: LiveEvents
-    exclusive: Callable[[], AbstractContextManager]
-    position: Position
-    sealed: bool
-    ready: bool
+    settings: Settings
+    #: this node published the current generation's seal (so it makes the next generation)
     sealed_by_me: bool
-    stream_last: int
-    caught_up_at: float
-    deferred: collections.deque[tuple]
 
-    def take(self, timeout: float) -> tuple | None:
-        """The next item queued for the writer, None after ``timeout`` seconds."""
+    @property
+    def position(self) -> Position: ...
+
+    @property
+    def sealed(self) -> bool:
+        """At the current generation's seal: no write until the next generation."""
+
+    def moved(self, position: Position, sealed: bool) -> None:
+        """This node is at ``position`` now (a seal it published, a generation it adopted):
+        it follows the stream from there unless ``sealed``."""
+
+    def records(self, timeout: float) -> tuple[int, list[Record]] | None:
+        """The next batch of stream records queued for the writer, as (generation, records);
+        None after ``timeout`` seconds, or when something else came (it waits its turn)."""
 
     def pump(self, timeout: float) -> None:
         """Apply what arrives within ``timeout``; hold anything else."""
@@ -77,14 +85,14 @@ class Node(Protocol):
 
     def ready_for_write(self, deadline: float) -> None: ...
 
-    def follow_from_here(self) -> None: ...
 
 log = logging.getLogger("convmem")
 PUBLISH_CHUNK = 1000
 
 
-def adopt(c: Node, control: Control) -> None:
-    """Replace this node's store by one built from generation ``control.generation``."""
+def adopt(c: Node, control: Control, exclusive: Callable[[], AbstractContextManager]) -> None:
+    """Replace this node's store by one built from generation ``control.generation``
+    (``exclusive``: held while the file is replaced, no read of this process under way)."""
     store, generation = c.store, control.generation
     log.info("replication: moving to generation %d of the stream", generation)
     tmp = os.path.join(store.path, COMPACT_DIR)
@@ -98,19 +106,36 @@ def adopt(c: Node, control: Control) -> None:
 
             def finish(w) -> None:
                 fresh.set_io_counters(w, dict(io, replace_calls=io["replace_calls"] + 1))
-                fresh.restore_meta(w, {b"secret": carried[b"secret"]} if b"secret" in carried else {})
+                fresh.restore_meta(w, {k: v for k, v in carried.items() if k != b"last_id"})   # as compaction
                 fresh.raise_last_id(w, carried.get(b"last_id", b""))
                 write_position(w, position)
             fresh.maintain(finish, "moving to a new stream generation")
             fresh.sync()
         files.fsync_path(os.path.join(tmp, DATA_FILE))
-        with c.exclusive():
+        with _alone(store, 2 * c.settings.write_timeout), exclusive():
             store.replace_data_file(os.path.join(tmp, DATA_FILE))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    c.position, c.sealed, c.stream_last = position, sealed, position.sequence
-    c.caught_up_at = time.time()
     log.info("replication: on generation %d at %d", generation, position.sequence)
+    c.moved(position, sealed)
+
+
+@contextlib.contextmanager
+def _alone(store: EventStore, wait: float) -> Iterator[None]:
+    """Hold the store alone, waiting up to ``wait`` seconds for other processes (an import)
+    to let it go: a process that has the data file open while it is replaced would go on
+    with the old file, and LMDB's lock file, which both share, would mislead readers of the
+    new one.  ``BUSY`` past the wait (the caller's loop tries again)."""
+    deadline = time.monotonic() + wait
+    while True:
+        with store.alone() as alone:
+            if alone:
+                yield
+                return
+        if time.monotonic() > deadline:
+            raise BusyError("moving to a new stream generation needs the store alone: another process "
+                            "(an import?) has it open")
+        time.sleep(0.2)
 
 
 def _fill(c: Node, fresh: EventStore, control: Control) -> tuple[Position, bool]:
@@ -122,16 +147,13 @@ def _fill(c: Node, fresh: EventStore, control: Control) -> tuple[Position, bool]
     c.link.follow(generation, 1)
     quiet_since = time.monotonic()
     while position.sequence < target and not sealed:
-        item = c.take(0.2)
-        if item is None:
+        batch = c.records(0.2)
+        if batch is None:
             if time.monotonic() - quiet_since > 30.0:
                 raise Unreachable("moving to a new stream generation: the stream stopped delivering")
             continue
-        if item[0] != "records":
-            c.deferred.append(item)
-            continue
         quiet_since = time.monotonic()
-        records = [r for r in item[2] if item[1] == generation and r.seq > position.sequence]
+        records = [r for r in batch[1] if batch[0] == generation and r.seq > position.sequence]
         if records and records[0].seq != position.sequence + 1:
             c.link.follow(generation, position.sequence + 1)
             continue
@@ -143,8 +165,9 @@ def _fill(c: Node, fresh: EventStore, control: Control) -> tuple[Position, bool]
     return position, sealed
 
 
-def rebuild(c: Node) -> dict[str, int]:
-    """``rebuild_index`` of a replicated store (on the writer thread)."""
+def rebuild(c: Node, live: LiveEvents, exclusive: Callable[[], AbstractContextManager]) -> dict[str, int]:
+    """``rebuild_index`` of a replicated store (on the writer thread): ``live``, the store's
+    live messages as events; ``exclusive``, see :func:`adopt`."""
     wait = 2 * c.settings.write_timeout
     store = c.store
     bytes_before = store.file_size()
@@ -155,16 +178,17 @@ def rebuild(c: Node) -> dict[str, int]:
         _seal(c, time.monotonic() + wait)
     old = c.position.generation
     if c.sealed_by_me:
-        control = _switch(c, old + 1)
+        control = _switch(c, old + 1, live)
     else:
         try:
             control = _await_switch(c, old, wait)
         except Unreachable:
             log.warning("replication: generation %d was sealed and its switch made no progress: finishing it", old)
-            control = _switch(c, old + 1)            # its sealer died: the state at the seal is the same here
-    adopt(c, control)
-    c.follow_from_here()
-    c.link.delete(old)
+            control = _switch(c, old + 1, live)      # its sealer died: the state at the seal is the same here
+    try:
+        adopt(c, control, exclusive)
+    finally:                  # the new generation holds everything: the old one goes even if this node waits
+        c.link.delete(old)
     return {"messages_indexed": control.initial, "records_removed": max(0, records - control.initial),
             "bytes_before": bytes_before, "bytes_after": store.file_size()}
 
@@ -180,11 +204,12 @@ def _seal(c: Node, deadline: float) -> None:
             continue
         sealed_at = replace(position, sequence=seq)
         c.store.maintain(partial(write_position, position=sealed_at), "sealing the stream generation")
-        c.position, c.sealed, c.ready, c.sealed_by_me = sealed_at, True, False, True
+        c.moved(sealed_at, True)
+        c.sealed_by_me = True
 
 
-def _switch(c: Node, generation: int) -> Control:
-    control = _publish_generation(c, generation)
+def _switch(c: Node, generation: int, live: LiveEvents) -> Control:
+    control = _publish_generation(c, generation, live)
     c.link.set_control(control)
     c.sealed_by_me = False
     return control
@@ -209,7 +234,7 @@ def _await_switch(c: Node, old: int, wait: float) -> Control:
         c.pump(0.2)
 
 
-def seed(c: Node, control: Control) -> None:
+def seed(c: Node, control: Control, live: LiveEvents, exclusive: Callable[[], AbstractContextManager]) -> None:
     """A node whose store has events of its own joins a stream that has none: its live
     messages become generation 1 (as ``rebuild_index`` would write them), and its store
     is made anew from there.  ``Refused`` when the stream has a history already."""
@@ -222,21 +247,21 @@ def seed(c: Node, control: Control) -> None:
         raise refused
     log.info("replication: seeding the stream with this store's live messages")
     try:
-        control = _publish_generation(c, 1, fresh=False)
+        control = _publish_generation(c, 1, live, fresh=False)
     except Refused:                             # another node wrote first
         raise refused from None
     c.link.set_control(control)
-    adopt(c, control)
+    adopt(c, control, exclusive)
 
 
-def _publish_generation(c: Node, generation: int, fresh: bool = True) -> Control:
+def _publish_generation(c: Node, generation: int, live: LiveEvents, fresh: bool = True) -> Control:
     """The live messages into stream ``generation`` (made anew when ``fresh``); its control record."""
     if fresh:
         c.link.delete(generation)               # what an interrupted switch left
     c.link.ensure(generation)
     base = c.settings.stream
     with c.store.read() as tx:
-        count, events = c.live(tx)
+        count, events = live(tx)
         chunk: list[tuple[str, bytes, str]] = []
         last = 0
         for event in events:

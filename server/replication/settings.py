@@ -1,4 +1,5 @@
-"""The settings of a replicated store, from the ``convmem serve`` flags (no nats here)."""
+"""The settings of a replicated store, from the ``convmem serve`` flags, or, for an
+import into a node's store, from its flags and what the node recorded (no nats here)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,14 @@ def parse_settings(urls: str, stream: str = DEFAULT_STREAM, replicas: int = DEFA
     if not 1 <= replicas <= 5:
         raise ValidationError("--replicas: must be between 1 and 5 (JetStream's limit)")
     return Settings(servers, stream, replicas, sync_reads)
+
+
+def import_settings(recorded: tuple[str, str] | None, urls: str | None, stream: str | None) -> Settings:
+    """Where an import into a node's store publishes: ``--replicate`` and ``--stream`` when
+    given, else the servers and stream the node was last served with (``recorded``)."""
+    if urls is None and recorded is None:
+        raise ValidationError("--replicate: required: the store is a node of a replicated store and does "
+                              "not record its NATS servers (serve it once with --replicate, or give them)")
+    servers = urls if urls is not None else recorded[0]          # type: ignore[index]
+    name = stream if stream is not None else recorded[1] if recorded is not None else DEFAULT_STREAM
+    return parse_settings(servers, name)
