@@ -57,10 +57,10 @@ class LiveIndex:
     """The live :class:`IndexWriter`: a record a write, merged when due."""
 
     def __init__(self, tx: Tx, config: IndexConfig) -> None:
-        self.tx, self.cut, self.policy = tx, config.cut, config.policy
+        self.tx, self.policy = tx, config.policy
         self.deltas: dict[str, int] = {}
         self.work = tx.caches.slot(MergeWork)
-        self.work.begin(tx)
+        self.work.begin(tx, config.cut)
 
     def index_many(self, written: list[tuple[int, Message]]) -> None:
         tx, policy, work = self.tx, self.policy, self.work
@@ -72,9 +72,9 @@ class LiveIndex:
             tx.txn.put(docno_key(docno), rec.stored(), db=handle)
             pending = tx.txn.stat(handle)["entries"]
             if policy.due(pending):
-                work.merge(tx, self.cut, policy.records)
+                work.merge(tx, policy.records)
             elif units := policy.share(pending, work.todo(policy.records)):
-                work.advance(tx, self.cut, policy.records, units)
+                work.advance(tx, policy.records, units)
 
     def held(self, docno: int) -> tuple[Record | None, bool]:
         self.work.changing(docno)       # the document is about to change

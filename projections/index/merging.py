@@ -42,12 +42,12 @@ class MergeWork:
     :class:`~eventstore.caches.Caches` slot; only the writer uses it)."""
 
     def __init__(self) -> None:
-        self.txn_id = -1
+        self.txn_id, self.cut = -1, 0
         self.clear()
 
     def clear(self) -> None:
         """Drop what was done."""
-        self.lists: PostingLists | None = None
+        self.lists = PostingLists(self.cut)
         self.next = b""                          # the pending key to gather from
         self.gathered = 0                        # records gathered (the oldest pending)
         self.last = -1                           # the docno of the last of them
@@ -59,11 +59,13 @@ class MergeWork:
         self.chunks: list[tuple[bytes, bytes]] = []      # what to put in ``postings``, in key order
         self.others: list[tuple[int, str]] = []  # lists not appended to (merged the general way)
 
-    def begin(self, tx: Tx) -> None:
-        """A write transaction starts using the work: it is kept only if the
-        transaction follows the last one that used it (see the module's doc)."""
+    def begin(self, tx: Tx, cut: int) -> None:
+        """A write transaction starts using the work (lists cut by ``cut``): it
+        is kept only if the transaction follows the last one that used it
+        (see the module's doc)."""
         txn_id = tx.txn.id()
-        if txn_id != self.txn_id + 1:
+        if txn_id != self.txn_id + 1 or cut != self.cut:
+            self.cut = cut
             self.clear()
         self.txn_id = txn_id
 
@@ -79,14 +81,12 @@ class MergeWork:
         eighth of computing them)."""
         if self.keys is not None:
             return len(self.keys) - self.done
-        lists = self.lists.count() if self.lists else 0
+        lists = self.lists.count()
         return 2 * (records - self.gathered) + lists + lists // 8
 
-    def advance(self, tx: Tx, cut: int, records: int, units: int) -> None:
+    def advance(self, tx: Tx, records: int, units: int) -> None:
         """Do ``units`` units of the work for a merge of the oldest ``records``
         pending records: gather them first, then compute their lists."""
-        if self.lists is None:
-            self.lists = PostingLists(cut)
         units -= self._gather(tx, records, units)
         if self.keys is None and self.gathered == records:
             cost = self.lists.count() // 8
@@ -95,30 +95,27 @@ class MergeWork:
             units -= cost
             self._sealed()
         if self.keys is not None and units > 0:
-            self._compute(tx, cut, units)
+            self._compute(tx, units)
 
     def _sealed(self) -> None:
         """Every record is gathered: the lists to compute are known, and the
         pairs in order (each key's docno keys came in order: only the keys
         are sorted)."""
-        assert self.lists is not None
         self.keys = self.lists.keys()
         self.pairs = [[(k, dk) for k in sorted(by_key) for dk in by_key[k]] for by_key in (self.exact, self.facets)]
 
-    def merge(self, tx: Tx, cut: int, records: int) -> None:
+    def merge(self, tx: Tx, records: int) -> None:
         """Merge the oldest ``records`` pending records (what is left of the work done now)."""
-        self.advance(tx, cut, records, 1 << 62)
+        self.advance(tx, records, 1 << 62)
         if not self.gathered:
             return
         if self.keys is None:               # fewer pending than ``records``
             self._sealed()
-            self._compute(tx, cut, 1 << 62)
+            self._compute(tx, 1 << 62)
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
             cur.putmulti(self.chunks)
-            lists = self.lists
-            assert lists is not None
             for key in self.others:
-                merge_list(cur, *lists.change(*key), cut)
+                merge_list(cur, *self.lists.change(*key), self.cut)
         exact, facets = self.pairs
         tx.put_many_last(EXACT, exact)
         tx.put_many_last(FACETS, facets)
@@ -135,7 +132,6 @@ class MergeWork:
         if want <= 0:
             return 0
         lists, exact, facets = self.lists, self.exact, self.facets
-        assert lists is not None
         with tx.txn.cursor(db=tx.db(PENDING)) as cur:
             found = cur.set_range(self.next)
             got = 0
@@ -155,15 +151,14 @@ class MergeWork:
         self.gathered += got
         return got
 
-    def _compute(self, tx: Tx, cut: int, units: int) -> None:
-        """Compute the new chunks of up to ``units`` more lists."""
-        keys, lists = self.keys, self.lists
-        assert keys is not None and lists is not None
+    def _compute(self, tx: Tx, units: int) -> None:
+        """Compute the new chunks of up to ``units`` more lists (once all are gathered)."""
+        keys, lists = self.keys or [], self.lists
         end = min(self.done + units, len(keys))
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
             for key in keys[self.done:end]:
                 prefix, change = lists.change(*key)
-                items = appended(cur, prefix, change, cut) if change.docnos and not change.remove else None
+                items = appended(cur, prefix, change, self.cut) if change.docnos and not change.remove else None
                 if items is None:
                     self.others.append(key)
                 else:
