@@ -263,11 +263,13 @@ class Sums:
         best = float(values[passing[k - 1]])
         return (field_score(best) if single else best), top
 
-    def best(self, docnos: np.ndarray, k: int, admit: Admit | None = None) -> list[int]:
+    def best(self, docnos: np.ndarray, k: int, admit: Admit | None = None,
+             tie: Callable[[list[int]], list] | None = None) -> list[int]:
         """The ``k`` of ``docnos`` that pass (``admit``; None: all do) with the
-        highest scores, the newer first among equal ones — compared rounded
-        (to 9 decimals: the order sums were added in must not matter).  Only
-        the best are asked whether they pass, in order, until k do."""
+        highest scores — compared rounded (to 9 decimals: the order sums were
+        added in must not matter) — equal ones ordered by ``tie`` (each
+        docno's key, the larger first; None: the newer first).  Only the best
+        are asked whether they pass, in order, until k do."""
         if not len(docnos):
             return []
         values = self.content(docnos) if self.single() else self.scores(docnos)
@@ -276,17 +278,21 @@ class Sums:
             chosen = np.array(passing, np.int64)
         else:
             # In (score, docno) order the first k that pass are the best k, unless
-            # two different scores near the k-th could round alike: then every
-            # document that close is asked, and the rounded comparison decides.
+            # two different scores near the k-th could round alike, or (with
+            # ``tie``) more than k score that high: then every document that close
+            # is asked, and the rounded comparison, then ``tie``, decides.
             low = float(values[passing[k - 1]]) - 1e-8
-            near = np.unique(values[values >= low])
-            if not (np.diff(near) <= 1e-8).any():
+            close = values >= low
+            near = np.unique(values[close])
+            if not (np.diff(near) <= 1e-8).any() and (tie is None or np.count_nonzero(close) == k):
                 return docnos[passing[:k]].tolist()
-            chosen = np.flatnonzero(values >= low)
+            chosen = np.flatnonzero(close)
             if admit is not None:
                 chosen = chosen[admit(docnos[chosen])]
-        pairs = zip(values[chosen].tolist(), docnos[chosen].tolist())
-        return [d for _, d in heapq.nlargest(k, ((round(v, 9), d) for v, d in pairs))]
+        found = docnos[chosen].tolist()
+        keys = tie(found) if tie is not None else found
+        ranked = zip((round(v, 9) for v in values[chosen].tolist()), keys, found)
+        return [d for _, _, d in heapq.nlargest(k, ranked)]
 
 
 def _first_passing(docnos: np.ndarray, values: np.ndarray, k: int,

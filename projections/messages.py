@@ -136,6 +136,14 @@ def content(tx: Tx, state: State) -> str:
     raise CorruptStoreError("a message record points at an event that does not carry its content")
 
 
+def written_event(tx: Tx, state: State) -> MessageWritten:
+    """The ``MessageWritten`` event that made the message (at its docno in the log)."""
+    event, _ = _event(tx, state.docno)
+    if not (isinstance(event, MessageWritten) and event.message.message_id == state.message_id):
+        raise CorruptStoreError("a message record's docno is not the event that wrote it")
+    return event
+
+
 def required(state: State | None) -> State:
     """``state``, which an index said exists (None: its record is missing)."""
     if state is None:

@@ -45,7 +45,7 @@ from .index import IndexConfig
 from .index.live import IndexWork
 from .index.worker import WorkerHold
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 def _metadata_bytes(meta: Metadata) -> int:
@@ -143,7 +143,6 @@ class Projector:
         for sid, group in by_session.items():
             sessions.added(tx, state.sessions, sid, group)
         relations.add(tx, [(msg.message_id, msg.metadata) for msg in written if msg.metadata.relations])
-        revisions.written(tx, [(event.message, event.principal) for _, event in run])
         state.index.index_many(tx, docs)
         body = meta = 0
         for msg in written:

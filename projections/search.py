@@ -65,6 +65,7 @@ from .evaluation import (
 )
 from .index import DOCS, EXACT, FIELDS, POSTINGS, Doc, exact_key, list_prefix
 from .index.arrays import Kept, Postings, counts, first_docnos
+from .index.docs import tie_keys
 from .index.filters import FacetFilter
 from .index.layout import docno_of, key_range
 from .index.masks import snapshot
@@ -339,7 +340,7 @@ def _contenders(acc: Sums, top: np.ndarray, k: int, added: np.ndarray) -> np.nda
 def _could(acc: Sums, docnos: np.ndarray, lists: list[QueryList], theta: float) -> np.ndarray:
     """Which of ``docnos`` could still reach ``theta`` with what ``lists`` add at most."""
     extra = _weights(lists)
-    if acc.single():                   # the score is the capped content sum: compare sums
+    if acc.single() and not any(extra[1:]):     # the score is, and stays, the capped content sum
         return acc.content(docnos) >= theta - EPS - extra[0]
     return acc.scores(docnos, tuple(extra)) >= theta - EPS
 
@@ -389,7 +390,7 @@ def _rank(acc: Sums, scored: list[tuple[float, int]], fl: FacetFilter, limit: in
     """The best ``limit`` of the (reported score, docno) pairs that pass the
     filter (``admit``; None: they all do), ties settled by the contract's rule: higher importance, then newer
     timestamp, then message id — the larger first, since ULIDs are monotonic:
-    still the newer within one millisecond."""
+    still the newer within one millisecond (the context pool's edge too: :func:`~.index.docs.tie_keys`)."""
     m = 2 * limit + 8
     while True:
         hits, complete = _take(heapq.nlargest(m, scored), acc, fl, limit, admit)
@@ -420,7 +421,7 @@ def _rank_in_context(plan: QueryPlan, acc: Sums, candidates: np.ndarray, complet
     candidates by their own score and every message with an own match in one
     of their windows (a short reply beside a strong match), ranked by :func:`_rank`."""
     tx, st = plan.tx, plan.stats
-    best = acc.best(candidates, plan.pool, admit)
+    best = acc.best(candidates, plan.pool, admit, lambda docnos: tie_keys(tx, docnos))
     content = [lst for lst in plan.lists if lst.field == 0]
     with ContextScorer(tx, content, plan.pending, st["active"], session_index.count(tx),
                        st["body_bytes"]) as scorer:

@@ -12,13 +12,19 @@ escape, so that the text is shown, not executed:
   U+2066–U+2069, U+200E, U+200F, U+061C), which reorder what the eye reads:
   ``\\u202e``;
 * the Unicode line and paragraph separators (U+2028, U+2029), which some
-  readers take for line breaks: ``\\u2028``.
+  readers take for line breaks: ``\\u2028``;
+* the zero-width characters (U+200B–U+200D, U+2060–U+2065, U+FEFF), which
+  make two texts that read the same differ: ``\\u200b``.
+
+These are also the characters the browser pages show as a badge
+(:mod:`server.ui.text`), which takes :data:`UNSEEN` from here: one rule for
+both surfaces (the pages keep tab and newline, which HTML shows as space).
 
 Every other character, a backslash included, is kept as is: an escape is
 always ASCII, so escaping twice changes nothing.
 
 JSON output keeps its exact values: :func:`json_visible` writes the
-characters that ``json.dumps`` leaves raw (DEL, C1, bidi, separators) as
+characters that ``json.dumps`` leaves raw (DEL, C1, bidi, separators, zero-width) as
 ``\\uXXXX`` escapes, which a JSON reader turns back into the same string.
 """
 
@@ -26,12 +32,15 @@ from __future__ import annotations
 
 import re
 
-# bidi marks, embeddings, overrides and isolates, and the line/paragraph separators: a
-# character class's body (the browser pages' text.py adds zero-width characters to it)
+# Character classes' bodies.  Bidi marks, embeddings, overrides and isolates, and the
+# line/paragraph separators; the zero-width characters; and every character past C0 that
+# the terminal and the browser pages (server/ui/text.py) both escape.
 REORDERING = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f{REORDERING}]")
-RAW_IN_JSON = re.compile(f"[\x7f-\x9f{REORDERING}]")
-UNSAFE_BUT_NEWLINE = re.compile(f"[\x00-\x09\x0b-\x1f\x7f-\x9f{REORDERING}]")
+ZERO_WIDTH = "\u200b-\u200d\u2060-\u2065\ufeff"
+UNSEEN = f"\x7f-\x9f{REORDERING}{ZERO_WIDTH}"
+UNSAFE = re.compile(f"[\x00-\x1f{UNSEEN}]")
+RAW_IN_JSON = re.compile(f"[{UNSEEN}]")
+UNSAFE_BUT_NEWLINE = re.compile(f"[\x00-\x09\x0b-\x1f{UNSEEN}]")
 
 
 def escape(char: str) -> str:
@@ -43,7 +52,7 @@ def escape(char: str) -> str:
 
 
 def visible(text: str, *, newlines: bool = False) -> str:
-    """``text`` with every control, bidi and separator character escaped;
+    """``text`` with every control, bidi, separator and zero-width character escaped;
     with ``newlines``, a newline stays a line break (a message body on a
     terminal)."""
     pattern = UNSAFE_BUT_NEWLINE if newlines else UNSAFE

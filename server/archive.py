@@ -20,6 +20,7 @@ definition of a valid message every writer uses (the limits and messages of
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -51,16 +52,18 @@ def principal_from_object(obj: Any) -> str | None:
     return validation.text(obj["principal"], "principal", min_bytes=1, max_bytes=256, no_nul=True)
 
 
-def message_from_object(obj: Any) -> Message:
+def message_from_object(obj: Any, check: bool = True) -> Message:
     """A message from its JSON object (as :func:`line` writes it), checked
-    with :func:`server.validation.message`."""
+    with :func:`server.validation.message` (``check`` False: not, for a line
+    read before and checked then)."""
     if not isinstance(obj, dict) or set(obj) - {"principal"} != set(MESSAGE_KEYS):
         raise ValidationError(f"message: must be an object with exactly {', '.join(MESSAGE_KEYS)} "
                               "(and optionally principal)")
     meta = Metadata(**validation.metadata_fields(obj["metadata"], "metadata"))
-    return validation.message(Message(
+    msg = Message(
         message_id=obj["message_id"], session_id=obj["session_id"], role=obj["role"], content=obj["content"],
-        timestamp=obj["timestamp"], updated_at=obj["updated_at"], revision=obj["revision"], metadata=meta))
+        timestamp=obj["timestamp"], updated_at=obj["updated_at"], revision=obj["revision"], metadata=meta)
+    return validation.message(msg) if check else msg
 
 
 def _parse(text: str) -> Any:
@@ -80,17 +83,24 @@ def read_header(first: str) -> int:
     return validation.integer(obj.get("messages"), "messages", 0, validation.MAX_TIMESTAMP)
 
 
-def read(lines: Iterable[str]) -> Iterator[tuple[Message, str | None]]:
+def read(lines: Iterable[str], seen: array[int] | None = None,
+         known: array[int] | None = None) -> Iterator[tuple[Message, str | None]]:
     """The messages of an export with their principals, checked line by line;
-    ``VALIDATION_ERROR`` names the line (``line 3: role: must be one of …``)."""
+    ``VALIDATION_ERROR`` names the line (``line 3: role: must be one of …``).
+    A file read twice is checked once: ``seen`` gets the hash of each message
+    line of a first read; given them as ``known``, a second read puts a line
+    through :func:`server.validation.message` only if it is not the same as then."""
     number, last, announced = 0, "", None
     for number, text in enumerate(lines, 1):
         try:
             if number == 1:
                 announced = read_header(text)
                 continue
-            obj = _parse(text)
-            msg, principal = message_from_object(obj), principal_from_object(obj)
+            obj, digest = _parse(text), hash(text)
+            if seen is not None:
+                seen.append(digest)
+            check = known is None or number - 2 >= len(known) or known[number - 2] != digest
+            msg, principal = message_from_object(obj, check), principal_from_object(obj)
             if msg.message_id <= last:
                 raise ValidationError("message_id: must be greater than the previous line's (export order)")
         except ValidationError as exc:

@@ -37,7 +37,7 @@ class BearerVerifier:
 
     def __init__(self, token: str | None, tokens: TokenFile | None) -> None:
         self._expected = token.encode("ascii") if token is not None else None
-        self._tokens = tokens
+        self.tokens = tokens
         self._default = AccessToken(token="<redacted>", client_id=CLIENT_ID, scopes=[], claims=claims(DEFAULT))
 
     async def verify_token(self, token: str) -> AccessToken | None:
@@ -50,9 +50,9 @@ class BearerVerifier:
         return AccessToken(token="<redacted>", client_id=CLIENT_ID, scopes=[], claims=claims(principal))
 
     def principal(self, token: str) -> Principal | None:
-        if self._tokens is not None:
+        if self.tokens is not None:
             try:
-                named = self._tokens.principal(token)
+                named = self.tokens.principal(token)
             except ConvMemError as exc:        # a damaged tokens file: named tokens refused until fixed
                 log.error("named tokens refused: %s", exc.message)
                 named = None

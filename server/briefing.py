@@ -11,10 +11,12 @@ highest importance first, then newest first, each on one line (its summary
 when it has one, else its content, cut at :data:`LINE_BYTES`), as many as
 fit in the byte budget.
 
-Only the sessions whose entry counts a message of another kind than
-``conversation`` are looked at; each is read from its newest message back
-until as many memories as it counts were found (an import writes a
-session's summaries last).
+The sessions looked at are found from the term index's tag facet (the
+live messages tagged ``project:<cwd>``, merged or pending, and their
+sessions), not by walking every session; of those, only the ones whose entry
+counts a message of another kind than ``conversation``, each read from its
+newest message back until as many memories as it counts were found (an
+import writes a session's summaries last).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from eventstore.events import KINDS
 from eventstore.store import Tx
 from projections import history, messages, sessions
+from projections.index import sessions_of, tagged
 
 from .importers.turns import cut, tag
 from .principals import LOCAL
@@ -54,7 +57,7 @@ def memories(tx: Tx, cwd: str) -> list[Memory]:
     """The project's distilled memories, not superseded, in briefing order."""
     wanted = project_tag(cwd)
     found: list[Memory] = []
-    for _, sid in sessions.ordered(tx, None):
+    for sid in sorted(sessions_of(tx, tagged(tx, wanted))):
         entry = sessions.get(tx, sid)
         if entry is None:
             continue

@@ -143,16 +143,24 @@ def security(settings: HttpSettings) -> TransportSecuritySettings:
                                      allowed_origins=origins)
 
 
+def bearer(store_path: str, settings: HttpSettings) -> BearerVerifier | None:
+    """The one bearer check of a server (None: no authentication): the settings'
+    token and the named tokens of the store's tokens file."""
+    if settings.token is None:
+        return None
+    return BearerVerifier(settings.token, TokenFile(default_path(store_path)))
+
+
 def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False,
-              opened: Callable[[AppState], None] | None = None, tokens: TokenFile | None = None,
+              opened: Callable[[AppState], None] | None = None, check: BearerVerifier | None = None,
               **service_options):
     """The Starlette app: the SDK's streamable HTTP app around our server, and the
     browser pages under ``/ui/`` (:mod:`server.ui`) beside it.  ``opened``: told the
-    lifespan's state as :func:`build_server` says; ``tokens``: the store's named tokens
-    (default: read from beside the store)."""
+    lifespan's state as :func:`build_server` says; ``check``: the server's bearer
+    check, shared with whatever else checks tokens (default: :func:`bearer`)."""
     from .ui import BrowserUI
-    tokens = tokens if tokens is not None else TokenFile(default_path(store_path))
-    ui = BrowserUI(settings.token, tokens if settings.token is not None else None,
+    check = check if check is not None else bearer(store_path, settings)
+    ui = BrowserUI(settings.token, check.tokens if check is not None else None,
                    TransportSecurityMiddleware(security(settings)).validate_request, tls=settings.tls)
 
     def on_open(state: AppState) -> None:
@@ -165,7 +173,7 @@ def build_app(store_path: str, settings: HttpSettings, *, settle: bool = False,
         # AuthSettings wants an issuer; there is none (a static token), so it names this server.
         # No resource_server_url: no OAuth metadata routes, only the bearer check.
         auth = {"auth": AuthSettings(issuer_url=AnyHttpUrl(settings.url()), resource_server_url=None),
-                "token_verifier": BearerVerifier(settings.token, tokens)}
+                "token_verifier": check}
     return server.streamable_http_app(streamable_http_path=PATH, json_response=True, stateless_http=True,
                                       max_request_body_size=settings.max_body,
                                       transport_security=security(settings), host=settings.host,
@@ -265,8 +273,7 @@ async def serve_http(store_path: str, settings: HttpSettings, *, ready: Callable
         logging.getLogger("mcp").setLevel(logging.WARNING)
     logging.getLogger("mcp.server.streamable_http").addFilter(_QuietDisconnects())
     sock = bind(settings)
-    tokens = TokenFile(default_path(store_path))
-    check = BearerVerifier(settings.token, tokens) if settings.token is not None else None
+    check = bearer(store_path, settings)
     connections = Connections(settings.read_timeout, settings.max_unproven,
                               check.verify_token if check is not None else None)
     # proxy_headers off: X-Forwarded-* from a client is not trusted (and is one middleware less per request)
@@ -276,7 +283,7 @@ async def serve_http(store_path: str, settings: HttpSettings, *, ready: Callable
         if state.open_error is not None:
             unopened.append(state.open_error)
             server.should_exit = True
-    app = Deadlines(RequestErrors(build_app(store_path, settings, settle=True, opened=opened, tokens=tokens,
+    app = Deadlines(RequestErrors(build_app(store_path, settings, settle=True, opened=opened, check=check,
                                             **service_options)), connections)
     # http: uvicorn takes any factory of an asyncio.Protocol there (it calls it with its protocol's arguments)
     config = uvicorn.Config(app, http=connections.protocol, ws="none", lifespan="on",  # type: ignore[arg-type]

@@ -113,6 +113,7 @@ class MemoryService:
     def update_message(self, message_id: str, content: str | None, patch: dict,
                        expected_revision: int | None, *, principal: Principal = LOCAL) -> dict:
         principal.check_write("message_id")
+        validation.changes(content, patch)      # the stored fields and the new clock and revision are valid
 
         def command(w: WriteTx) -> tuple[bool, Message]:
             old = self._live(w, message_id, expected_revision, principal)
@@ -121,9 +122,11 @@ class MemoryService:
             new_content = content if content is not None and content != msg.content else None
             if new_content is None and meta == old.metadata:
                 return False, msg
+            if principal.limited:       # its lists gained what it does not see: known only here
+                validation.metadata(meta)
             updated_at = max(w.now_ms(), old.updated_at)
-            new = validation.message(replace(msg, content=msg.content if new_content is None else new_content,
-                                             metadata=meta, revision=old.revision + 1, updated_at=updated_at))
+            new = replace(msg, content=msg.content if new_content is None else new_content,
+                          metadata=meta, revision=old.revision + 1, updated_at=updated_at)
             w.append([MessageUpdated(message_id, old.revision + 1, updated_at, new_content, meta, principal.name)])
             return True, new
         changed, msg = self.submit(command)
@@ -145,7 +148,7 @@ class MemoryService:
         return {"status": "OK" if self.submit(command) else "NOT_FOUND"}
 
     def restore_messages(self, batch: Sequence[Message], principals: Sequence[str | None] | None = None,
-                         default_principal: str | None = LOCAL.name) -> int:
+                         default_principal: str | None = LOCAL.name, *, checked: bool = False) -> int:
         """Write ``batch`` exactly as given — ids, timestamps, revisions,
         ``updated_at``, metadata — in one durable transaction (one
         ``MessageWritten`` event each, as compaction writes a message's current
@@ -154,10 +157,13 @@ class MemoryService:
         otherwise, so a re-run adds only what is missing.  New ids stay after
         every id given so far.  For ``convmem import`` (messages read with
         :func:`server.archive.read`).  ``principals``: each message's principal
-        as the archive gives it (None, or missing: ``default_principal``)."""
+        as the archive gives it (None, or missing: ``default_principal``).
+        ``checked``: every message was checked with :func:`validation.message`
+        already (else it is here, before the commit)."""
         given = list(principals) if principals is not None else [None] * len(batch)
-        for msg in batch:           # before the commit: none of it under the commit lock
-            validation.message(msg)
+        if not checked:
+            for msg in batch:           # before the commit: none of it under the commit lock
+                validation.message(msg)
 
         def command(w: WriteTx) -> int:
             written, top = 0, b""
@@ -289,7 +295,7 @@ class MemoryService:
         with self._read() as tx:
             state = self._live(tx, message_id, None, principal)
             return {"status": "OK", "message_id": message_id, "session_id": state.session_id,
-                    "revision": state.revision, "revisions": revisions.of(tx, message_id)}
+                    "revision": state.revision, "revisions": revisions.of(tx, state)}
 
     def search(self, query: str, flt: Filters, context_size: int, limit: int,
                *, boost: bool = True, superseded: str = "include", principal: Principal = LOCAL) -> dict:
@@ -345,8 +351,8 @@ class MemoryService:
                 for key in cur.iternext(values=False):
                     raw_id = bytes(key)
                     mid = to_str(raw_id)
-                    state = messages.get_raw_id(tx, raw_id, mid)
-                    yield MessageWritten(messages.load(tx, state), revisions.last_principal(tx, mid))
+                    state = messages.required(messages.get_raw_id(tx, raw_id, mid))
+                    yield MessageWritten(messages.load(tx, state), revisions.last_principal(tx, state))
         return stats.read(tx)["active"], events()
 
     def health(self, *, principal: Principal = LOCAL) -> dict:

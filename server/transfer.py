@@ -11,7 +11,10 @@ store missing from the file, or one whose fields differ.  So export → import
 into an empty store → export gives the same bytes, and a re-run is a no-op.
 
 Both directions check every message with :func:`server.validation.message`,
-so an export holds only what an import takes.  A store written by an older
+so an export holds only what an import takes; an import checks each once,
+on the first of its two reads of the file (the one before anything is
+written): the second read checks only a line that is not the same as then
+(the file changed meanwhile), and the write takes them as checked.  A store written by an older
 importer may hold a message with empty content (an empty tool output): the
 export writes it as importers now store one, ``(empty)`` tagged ``empty``.
 """
@@ -19,6 +22,7 @@ export writes it as importers now store one, ``(empty)`` tagged ``empty``.
 from __future__ import annotations
 
 import contextlib
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from itertools import islice
@@ -111,11 +115,12 @@ def write(service: MemoryService, entries: Iterable[tuple[Message, str | None]],
           step: Callable[[int], None] = lambda n: None) -> int:
     """Write the messages the store lacks, ``BATCH`` per transaction, each recorded as made by
     its line's principal (none for a line without one, so that export → import → export
-    gives the same bytes); the number written."""
+    gives the same bytes); the number written.  ``entries``: messages checked with
+    :func:`server.validation.message` already (not again here)."""
     written = 0
     for batch in _batches(iter(entries)):
         written += service.restore_messages([m for m, _ in batch], [p for _, p in batch],
-                                            default_principal=None)
+                                            default_principal=None, checked=True)
         step(len(batch))
     return written
 
@@ -125,10 +130,12 @@ def _batches(entries: Iterator[tuple[Message, str | None]]) -> Iterator[list[tup
         yield batch
 
 
-def read_file(fh: IO[str], name: str) -> Iterator[tuple[Message, str | None]]:
-    """The messages of the archive open as ``fh`` (``VALIDATION_ERROR`` names ``name`` and the line)."""
+def read_file(fh: IO[str], name: str, seen: array[int] | None = None,
+              known: array[int] | None = None) -> Iterator[tuple[Message, str | None]]:
+    """The messages of the archive open as ``fh`` (``VALIDATION_ERROR`` names ``name`` and the line);
+    ``seen`` and ``known``: a first read's line hashes, and a second read's (:func:`server.archive.read`)."""
     try:
-        yield from archive.read(fh)
+        yield from archive.read(fh, seen, known)
     except UnicodeDecodeError:
         raise ValidationError(f"{name}: is not UTF-8 text") from None
     except ValidationError as exc:

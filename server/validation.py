@@ -242,6 +242,15 @@ def given(session: str, role: str, body: str, meta: Metadata) -> None:
     metadata(meta)
 
 
+def changes(body: str | None, patch: dict[str, Any]) -> None:
+    """:func:`message`'s checks of what an update gives: its content (when it
+    gives one), then each field of its metadata patch (in their stored form):
+    run before the write starts, so the commit does not run them."""
+    if body is not None:
+        content(body)
+    metadata(Metadata(**patch))
+
+
 def _given(session: Any, role: Any, body: Any) -> None:
     if type(session) is str:
         _stored_session(session)

@@ -37,9 +37,11 @@ from server._terminal import visible
 from tools import _proc
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")              # colours and bold: the layout's own escapes
-UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                    "\u200b-\u200d\u2060-\u2065\ufeff]")
 RICH_ENV = ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES", "TERM")
-HOSTILE = "deploy \x1b]0;pwned\x07 title \x1b[2J cleared \u202eevil\u202c nul\x00 end\ttab\r\nline2 \x9b31m"
+HOSTILE = ("deploy \x1b]0;pwned\x07 title \x1b[2J cleared \u202eevil\u202c nul\x00 end\ttab\r\nline2 \x9b31m"
+           " zero\u200bwidth\u2060joined\ufeff")
 HOSTILE_SESSION = "evil\x1b[31mred\ttab\nnl\u2066x"
 FIELDS = {"sessions": ("session", "messages", "started", "last message", "summary"),
           "search": ("score", "when", "session", "role", "content", "message id"),
@@ -164,7 +166,8 @@ def test_control_and_bidi_characters_are_escaped_by_every_read_command_on_a_term
             for out_ in (shown(out), done.stdout):
                 assert command[0] == "history" or visible(HOSTILE_SESSION) in out_, (command, out_)
                 assert "\\x1b]0;pwned\\x07" in out_ and "\\x1b[2J" in out_ and "\\u202eevil" in out_, command
-    assert "nul\\x00 end\\ttab\\r\\nline2 \\x9b31m" in piped("show", ids["control"], "--store", store_path).stdout
+    assert "nul\\x00 end\\ttab\\r\\nline2 \\x9b31m zero\\u200bwidth\\u2060joined\\ufeff" in piped(
+        "show", ids["control"], "--store", store_path).stdout
 
 
 def test_piped_output_is_one_record_per_line_with_exactly_the_documented_fields(store_path):
@@ -190,7 +193,7 @@ def test_json_keeps_the_exact_values_and_writes_no_raw_bidi_or_c1_character(stor
         done = piped(*command, "--json", "--store", store_path)
         assert done.returncode == 0, done.stderr
         assert value(json.loads(done.stdout)) == HOSTILE
-        assert not re.search("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]", done.stdout), command
+        assert not re.search("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200b\u2060\ufeff]", done.stdout), command
 
 
 # -------------------------------------------------------------- whole ids
@@ -315,3 +318,17 @@ def test_any_stored_session_id_and_content_is_shown_escaped_and_parses_back_into
                     assert [(r[2], r[6]) for r in rows] == [(mid, visible(content))]
                 else:
                     assert [r[2 if name == "search" else 0] for r in rows] == [visible(session)]
+
+
+def test_the_terminal_and_the_browser_pages_escape_the_same_characters_but_tab_and_newline():
+    from server._terminal import json_visible
+    from server.ui.text import visible as badged
+    for code in range(0x110000):
+        char = chr(code)
+        if 0xD800 <= code <= 0xDFFF or char in "<>&'\"":
+            continue
+        on_terminal = visible(char) != char
+        assert on_terminal == (char in "\t\n" or str(badged(char)) != char), f"U+{code:04X}"
+        assert (json_visible(char) != char) == (on_terminal and code > 0x1f), f"U+{code:04X}"
+    for char in "\u200b\u200c\u200d\u2060\ufeff":
+        assert visible(char) == f"\\u{ord(char):04x}" and f">U+{ord(char):04X}<" in badged(char)

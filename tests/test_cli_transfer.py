@@ -184,3 +184,34 @@ def test_convmem_export_and_import_jsonl_round_trip_through_the_command_line(tmp
     bad.write_text("not json\n", encoding="utf-8")
     done = _proc.run(_proc.python("-m", "server.cli", "import", "jsonl", str(bad), "--store", str(tmp_path / "c")))
     assert done.returncode == 2 and f"{bad}: line 1:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_import_jsonl_checks_each_message_of_the_file_once(tmp_path, monkeypatch):
+    from server import cli, validation
+    svc = open_service(str(tmp_path / "a"))
+    for i in range(3):
+        write(svc, f"message {i}")
+    svc.close()
+    out = tmp_path / "export.jsonl"
+    out.write_text(export_text(str(tmp_path / "a")), encoding="utf-8")
+    checked: list[str] = []
+    check = validation.message
+
+    def counted(msg):
+        checked.append(msg.message_id)
+        return check(msg)
+    monkeypatch.setattr(validation, "message", counted)
+    assert cli.main(["import", "jsonl", str(out), "--store", str(tmp_path / "b")]) == 0
+    assert len(checked) == 3 and len(set(checked)) == 3
+    assert export_text(str(tmp_path / "b")) == out.read_text(encoding="utf-8")
+
+
+def test_a_line_changed_between_the_two_reads_is_checked_on_the_second():
+    from array import array
+    good = archive.header(1) + MSG + "\n"
+    seen: array[int] = array("q")
+    assert len(list(archive.read(io.StringIO(good), seen))) == 1 and len(seen) == 1
+    assert len(list(archive.read(io.StringIO(good), known=seen))) == 1
+    changed = archive.header(1) + MSG.replace('"user"', '"robot"') + "\n"
+    with pytest.raises(ValidationError, match="line 2: role: must be one of"):
+        list(archive.read(io.StringIO(changed), known=seen))

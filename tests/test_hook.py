@@ -240,3 +240,32 @@ def test_subagent_stop_imports_the_agent_transcript_it_names(tmp_path, store_pat
     done = hook(store_path, payload)
     assert done.returncode == 0 and done.stderr == b""
     assert list(snapshot(store_path)) == [f"{SESSION}/agent-{samples.AGENT}"]
+
+
+def test_the_briefing_reads_the_entries_of_the_projects_sessions_only(store_path, monkeypatch):
+    from projections import sessions
+    from projections.index import IndexConfig
+    small = IndexConfig(merge_at=8, chunk=4)        # some documents merged, the last ones pending
+    svc = MemoryService(store_path, index_config=small)
+    try:
+        ids = {}
+        for s in range(40):
+            meta = Metadata(tags=(f"project:/p{s % 4}",))
+            svc.write_message(f"s{s}", "user", f"talk {s}", meta)
+            ids[s] = svc.write_message(f"s{s}", "assistant", f"memory {s}",
+                                       Metadata(memory_kind="semantic", importance=s))["message"]["message_id"]
+        svc.update_message(ids[5], None, {"tags": ("moved",)}, None)      # its session's first message keeps its tag
+        svc.delete_message(ids[9], None)
+    finally:
+        svc.close()
+    looked: list[str] = []
+    entry = sessions.get
+
+    def counted(tx, session_id):
+        looked.append(session_id)
+        return entry(tx, session_id)
+    monkeypatch.setattr(sessions, "get", counted)
+    with EventStore(store_path, Projector(small)) as store, store.read() as tx:
+        texts = [m.text for m in briefing.memories(tx, "/p1")]
+    assert texts == [f"memory {s}" for s in range(37, 0, -4) if s != 9]
+    assert sorted(looked) == sorted(f"s{s}" for s in range(1, 40, 4))

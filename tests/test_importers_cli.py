@@ -76,3 +76,20 @@ def test_counts_of_one_are_singular(tmp_path, capsys):
     samples._lines(str(tmp_path / "cc" / "other.jsonl"), [samples._cc("u2", None, "user", "hi", None)])
     assert main(["import", "claude-code", str(tmp_path / "cc"), "--store", store]) == 0
     assert "2 files, 2 turns; wrote 1 message, 1 already there" in capsys.readouterr().err
+
+
+def test_an_import_expands_the_paths_it_is_given_once(tmp_path, monkeypatch, capsys):
+    import glob
+    for name in ("a", "b"):
+        samples._lines(str(tmp_path / "cc" / f"{name}.jsonl"), [
+            samples._cc(f"u{name}", None, "user", "hello", "2026-01-20T11:57:18.000Z")])
+    globbed: list[str] = []
+    real = glob.glob
+
+    def counted(pattern, **kwargs):
+        globbed.append(pattern)
+        return real(pattern, **kwargs)
+    monkeypatch.setattr(glob, "glob", counted)
+    assert main(["import", "claude-code", str(tmp_path / "cc"), "--store", str(tmp_path / "store")]) == 0
+    assert "2 files, 2 turns; wrote 2 messages" in capsys.readouterr().err
+    assert globbed == [os.path.join(str(tmp_path / "cc"), "**", "*.jsonl")]

@@ -105,8 +105,10 @@ FILTERS = [Filters(min_importance=40), Filters(min_importance=80), Filters(sessi
 
 @pytest.fixture(scope="module")
 def fielded(tmp_path_factory):
-    """The ``big`` corpus with summaries, tags and kinds: every field in play."""
-    svc = MemoryService(str(tmp_path_factory.mktemp("fielded") / "store"))
+    """The ``big`` corpus with summaries, tags and kinds: every field in play;
+    mostly merged (the last 50 pending), so the lists read whole may all be
+    content lists while summary and tag lists are left to complete."""
+    svc = MemoryService(str(tmp_path_factory.mktemp("fielded") / "store"), index_config=IndexConfig(merge_at=400))
     kinds = ("semantic", "procedure", "conversation")
     for i in range(450):
         words = ["status"] + (["weekly"] if i % 3 == 0 else []) + (["zebra"] if i % 90 == 7 else [])
@@ -196,3 +198,38 @@ def test_filtered_pruned_evaluation_gives_exactly_the_exhaustive_top_k(corpus, f
         assert all(passes(h.doc) for h in got)
         found += len(got)
     assert found or (corpus == "big" and flt.kinds)         # big's messages are all conversation
+
+
+@pytest.mark.parametrize("path", ["checks", "masks"])
+def test_a_document_that_reaches_the_top_k_only_by_its_summary_or_tags_is_not_dropped(fielded, path, monkeypatch):
+    """Once the lists read whole are all content lists, a candidate whose content
+    sum falls short of the k-th best may still reach it by the summary and tag
+    lists left: the top k is that of every message scored, then filtered."""
+    monkeypatch.setattr(search, "ALLOWED_MAX", 0)
+    monkeypatch.setattr(filters, "MASK_AFTER", 1 << 60 if path == "checks" else 0)
+    after, before = _window(fielded, 0.3, 0.6)
+    flt = Filters(after=after, before=before, min_importance=40)
+    own = search.Options(prune=True, context=False)
+    for query in QUERIES:
+        with fielded.store.read() as tx:
+            every = search.search(tx, query, Filters(), 1000, options=search.Options(prune=False, context=False))
+            got = search.search(tx, query, flt, 10, options=own)
+        expected = [h for h in every if after <= h.doc.timestamp < before and h.doc.importance >= 40][:10]
+        assert [(h.doc, h.score) for h in got] == [(h.doc, h.score) for h in expected], query
+
+
+@pytest.mark.parametrize("prune", [True, False])
+def test_messages_tied_past_the_context_pool_are_ranked_by_importance_then_newest(tmp_path, prune):
+    """Forty equal messages, each alone in its session, tie in every score: more
+    than the context pool holds.  The best ten are settled by the contract's
+    rule — higher importance, then newer — not by which were written last."""
+    svc = MemoryService(str(tmp_path / "store"), index_config=IndexConfig(merge_at=16))   # mostly merged
+    try:
+        ids = [write(svc, "deploy schedule for the release", f"s{i}", importance=(i % 3) * 40) for i in range(40)]
+        with svc.store.read() as tx:
+            hits = search.search(tx, "deploy schedule", Filters(), 10, options=search.Options(prune=prune))
+    finally:
+        svc.close()
+    assert len({h.score for h in hits}) == 1
+    expected = [ids[i] for i in range(39, -1, -1) if i % 3 == 2][:10]
+    assert [h.doc.message_id for h in hits] == expected

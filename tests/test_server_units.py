@@ -131,3 +131,39 @@ def test_an_unreadable_request_is_answered_with_its_id(line, rid, code):
 def test_an_unreadable_notification_or_response_gets_no_answer():
     assert _unreadable_reply(_Unparsed('{"jsonrpc":"2.0","method":"notifications/x","params":"\\ud800"}')) is None
     assert _unreadable_reply(_Unparsed('{"jsonrpc":"2.0","id":3,"result":"\\ud800"}')) is None
+
+
+@pytest.mark.parametrize(("content", "patch", "words"), [
+    ("", {}, "content: must"),
+    ("\ud800", {}, "content: must be valid Unicode"),
+    (None, {"importance": 101}, "metadata.importance: must"),
+    (None, {"tags": ("a", "a")}, "metadata.tags: must not repeat"),
+    ("fine", {"relations": (("related_to", "not an id"),)}, r"metadata\.relations\[\]\.message_id: must"),
+])
+def test_an_update_with_bad_input_is_refused_before_the_commit_and_changes_nothing(
+        tmp_path, monkeypatch, content, patch, words):
+    import io
+
+    from strategies import open_service, write
+
+    from server import transfer
+
+    def export_text(service) -> str:
+        out = io.StringIO()
+        transfer.export(service, out)
+        return out.getvalue()
+    svc = open_service(str(tmp_path / "s"))
+    try:
+        mid = write(svc, "original text", tags=("t",))
+        before = export_text(svc)
+
+        def committed(*args, **kwargs):
+            raise AssertionError("a refused update reached the commit")
+        monkeypatch.setattr(svc, "submit", committed)
+        with pytest.raises(ValidationError, match=words) as refused:
+            svc.update_message(mid, content, patch, None)
+        assert "original" not in refused.value.message and "not an id" not in refused.value.message
+        monkeypatch.undo()
+        assert export_text(svc) == before
+    finally:
+        svc.close()

@@ -131,3 +131,33 @@ def test_the_token_commands(tmp_path, capsys):
     capsys.readouterr()
     assert main(["--store", store, "token", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_server_checks_bearer_tokens_with_one_verifier(tmp_path, monkeypatch):
+    from eventstore.errors import ConvMemError
+    from server import http_transport
+    made: list[BearerVerifier] = []
+
+    def verifier(*args):
+        made.append(BearerVerifier(*args))
+        return made[-1]
+    monkeypatch.setattr(http_transport, "BearerVerifier", verifier)
+    unopenable = tmp_path / "a-file"            # the server starts, fails to open it and stops
+    unopenable.write_bytes(b"")
+    settings = http_transport.HttpSettings(port=0, token="shared-token-0123456789")
+    with pytest.raises(ConvMemError):
+        asyncio.run(http_transport.serve_http(str(unopenable), settings))
+    assert len(made) == 1
+
+
+def test_token_list_json_escapes_del_c1_and_bidi_as_the_other_json_outputs_do(tmp_path, capsys):
+    from server.cli import main
+    store = str(tmp_path / "store")
+    pattern = "p\x7f\x85\u202e\u2066/*"
+    assert main(["--store", store, "token", "add", "agent-a", "--sessions", pattern]) == 0
+    capsys.readouterr()
+    assert main(["--store", store, "token", "list", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "p\\u007f\\u0085\\u202e\\u2066/*" in out
+    assert not any(c in out for c in "\x7f\x85\u202e\u2066")
+    assert json.loads(out)[0]["sessions"] == [pattern]

@@ -6,7 +6,10 @@
   same through a plain ``convmem serve`` for comparison;
 * ``catchup`` — a fresh node catching up on a stream of N events: events/s
   (target ≥ 20,000), beside a local replay of the same store at the same moment
-  (the ceiling: the same projectors);
+  (the ceiling: the same projectors), and the CPU an event cost the node's
+  writer thread and its NATS link's thread (less noisy than events/s on a
+  shared machine: the two take turns at the interpreter, so their sum bounds
+  the speed);
 * ``failover`` — sequential writes while the stream's leader is SIGKILLed:
   the longest write (the stall; target ≤ 10 s) and the acknowledged writes
   missing or doubled afterwards (target: none).
@@ -23,6 +26,7 @@ import argparse
 import asyncio
 import os
 import tempfile
+import threading
 import time
 
 from eventstore.errors import StoreIOError
@@ -35,6 +39,7 @@ from tools._nats import Cluster, served_replicated
 from tools.mcp_client import ok, served
 
 STREAM = "BENCH"
+THREADS = {"convmem-writer": "writer", "convmem-nats": "link"}     # a replicated node's two threads
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -68,6 +73,15 @@ def node(cluster: Cluster, path: str, stream: str) -> MemoryService:
     return MemoryService(path, committer=committer_factory(config))
 
 
+def thread_cpu(before: set[int | None]) -> dict[str, float]:
+    """CPU seconds so far of each of a node's :data:`THREADS` that was not running at ``before`` (Linux)."""
+    out = dict.fromkeys(THREADS.values(), 0.0)
+    for t in threading.enumerate():
+        if t.name in THREADS and t.ident is not None and t.ident not in before:
+            out[THREADS[t.name]] += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+    return out
+
+
 def bench_catchup(cluster: Cluster, work: str, events: int, run: int = 0) -> dict:
     stream, here = f"{STREAM}C{run}", os.path.join(work, f"c{run}")
     writer = node(cluster, os.path.join(here, "writer"), stream)
@@ -79,12 +93,14 @@ def bench_catchup(cluster: Cluster, work: str, events: int, run: int = 0) -> dic
             writer.restore_messages(batch)
     finally:
         writer.close()
+    before = {t.ident for t in threading.enumerate()}
     t = time.perf_counter()
     fresh = node(cluster, os.path.join(here, "fresh"), stream)
     try:
         assert fresh.replicated is not None
         fresh.replicated.sync(timeout=600)
         elapsed = time.perf_counter() - t
+        cpu = thread_cpu(before)
         applied = fresh.health()["replication"]["applied_sequence"]
     finally:
         fresh.close()
@@ -93,7 +109,8 @@ def bench_catchup(cluster: Cluster, work: str, events: int, run: int = 0) -> dic
         replayed = store.rebuild_projections()
         replay_rate = replayed / (time.perf_counter() - t)
     return {"catchup_events": applied, "catchup_seconds": round(elapsed, 2),
-            "catchup_events_per_s": round(applied / elapsed), "local_replay_events_per_s": round(replay_rate)}
+            "catchup_events_per_s": round(applied / elapsed), "local_replay_events_per_s": round(replay_rate),
+            **{f"{name}_cpu_us_per_event": round(seconds / applied * 1e6, 1) for name, seconds in cpu.items()}}
 
 
 def bench_failover(cluster: Cluster, work: str, run: int, writes: int = 600, kill_at: int = 200) -> dict:

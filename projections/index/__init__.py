@@ -34,12 +34,13 @@ ranker that reads all this is :mod:`projections.search`.
 
 from .chunks import Chunk, boundary, chunk_count, decode_chunk, encode_chunk
 from .config import DEFAULT, IndexConfig
-from .docs import Doc, doc
+from .docs import Doc, doc, sessions_of
 from .layout import DOCS, EXACT, FACETS, FIELDS, PENDING, POSTINGS, SPECS, docno_key, exact_key, list_prefix
-from .records import FieldEntry, Pending, Record, pending, record_of
+from .records import FieldEntry, Pending, Record, pending, record_of, tagged
 
 __all__ = [
     "DEFAULT", "DOCS", "EXACT", "FACETS", "FIELDS", "PENDING", "POSTINGS", "SPECS", "Chunk", "Doc",
     "FieldEntry", "IndexConfig", "Pending", "Record", "boundary", "chunk_count",
     "decode_chunk", "doc", "docno_key", "encode_chunk", "exact_key", "list_prefix", "pending", "record_of",
+    "sessions_of", "tagged",
 ]

@@ -78,6 +78,23 @@ def raw_docs(tx: Tx, docnos: list[int]) -> list[bytes | None]:
             for key in keys]
 
 
+def tie_keys(tx: Tx, docnos: list[int]) -> list[tuple[int, int, bytes]]:
+    """Each document's place among equal scores, the larger first, as search
+    settles them: importance, timestamp, message id."""
+    return [(-1, -1, b"") if raw is None else
+            (raw[DOC_IMPORTANCE], int.from_bytes(raw[DOC_TIME:DOC_TIME + 8], "big"), raw[:16])
+            for raw in raw_docs(tx, docnos)]
+
+
+def sessions_of(tx: Tx, docnos: list[int]) -> set[str]:
+    """The sessions the documents ``docnos`` are in (one without a row: none)."""
+    found = {raw[_DOC.size:] for raw in raw_docs(tx, docnos) if raw is not None}
+    try:
+        return {session.decode("utf-8") for session in found}
+    except UnicodeDecodeError as exc:
+        raise CorruptStoreError("a search document record could not be decoded") from exc
+
+
 def doc(tx: Tx, docno: int) -> Doc | None:
     raw = raw_doc(tx, docno)
     if raw is None:

@@ -18,7 +18,7 @@ from eventstore.transaction import Tx
 from . import masks, times
 from .docs import DOC_IMPORTANCE, DOC_KIND, DOC_ROLE, DOC_SESSION, DOC_TIER, DOC_TIME, Doc, doc, raw_doc, raw_docs
 from .layout import FACETS, docno_key
-from .records import Pending
+from .records import Pending, tag_key
 
 # a condition's name: the filter's field, or ("tag", the tag)
 _Name = str | tuple[str, str]
@@ -145,7 +145,7 @@ class FacetFilter:
             out.append(("importance", [b"i" + bytes([i]) for i in range(f.min_importance, 101)]))
         if f.roles:
             out.append(("roles", [b"r" + bytes([ROLES.index(r)]) for r in sorted(f.roles)]))
-        out.extend((("tag", t), [b"g" + t.encode("utf-8")]) for t in dict.fromkeys(f.tags))
+        out.extend((("tag", t), [tag_key(t)]) for t in dict.fromkeys(f.tags))
         return out
 
     def pending_conditions(self) -> tuple[list[frozenset[bytes]], tuple[int, int] | None]:
@@ -274,7 +274,7 @@ class FacetFilter:
                 ok = self._in_window(int.from_bytes(raw[DOC_TIME:DOC_TIME + 8], "big"))
             else:
                 with self.tx.txn.cursor(db=self.tx.db(FACETS)) as cur:
-                    ok = cur.set_key_dup(b"g" + name[1].encode("utf-8"), docno_key(docno))
+                    ok = cur.set_key_dup(tag_key(name[1]), docno_key(docno))
             if not ok:
                 return False
         return True

@@ -30,7 +30,7 @@ from eventstore.memo import Memo
 from eventstore.transaction import Tx
 
 from ..tokens import terms
-from .layout import FIELDS, PENDING, docno_of, exact_key
+from .layout import FACETS, FIELDS, PENDING, docno_of, exact_key
 
 MAX_TF, MAX_LENGTH = 255, 65535
 _ABOVE_ONE = re.compile(rb"[\x02-\xff]")   # a tf byte above 1
@@ -186,7 +186,12 @@ def _facet_keys(session_id: str, role: str, m: Metadata) -> list[bytes]:
     return ([b"s" + session_id.encode("utf-8"), b"k" + bytes([KINDS.index(m.memory_kind)]),
              b"t" + bytes([TIERS.index(m.memory_tier)]), b"i" + bytes([m.importance]),
              b"r" + bytes([ROLES.index(role)])]
-            + [b"g" + tag.encode("utf-8") for tag in dict.fromkeys(m.tags)])
+            + [tag_key(tag) for tag in dict.fromkeys(m.tags)])
+
+
+def tag_key(tag: str) -> bytes:
+    """The facet key of a tag."""
+    return b"g" + tag.encode("utf-8")
 
 
 _FACETS: Memo[tuple, tuple[bytes, ...]] = Memo(4096)
@@ -239,6 +244,20 @@ def pending(tx: Tx) -> list[Pending]:
     """Every pending record (parsed ones are cached by their bytes)."""
     with tx.txn.cursor(db=tx.db(PENDING)) as cur:
         return [parsed(docno_of(k), raw) for k, raw in cur]
+
+
+def tagged(tx: Tx, tag: str) -> list[int]:
+    """The docnos of the live documents tagged ``tag``: the merged ones from
+    the tag's facet list, then the pending ones whose record holds its facet
+    key (only records whose bytes hold the key's are parsed)."""
+    key = tag_key(tag)
+    with tx.txn.cursor(db=tx.db(FACETS)) as cur:
+        found = [docno_of(dk) for dk in cur.iternext_dup(keys=False)] if cur.set_key(key) else []
+    encoded = codec.dumps_bytes(key)
+    with tx.txn.cursor(db=tx.db(PENDING)) as cur:
+        found += [docno for k, raw in cur
+                  if encoded in raw and key in parsed(docno := docno_of(k), raw).facets]
+    return found
 
 
 def parsed(docno: int, raw: bytes) -> Pending:

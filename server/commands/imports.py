@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -58,9 +59,10 @@ def run_jsonl(args: argparse.Namespace) -> int:
     with fh, paused_collector():     # a replicated node's store: written through its stream (importers.target)
         node = Options(replicate=args.replicate, stream=args.stream)
         service = MemoryService(path) if args.dry_run else MemoryService(path, committer=committer_factory(node))
+        seen: array[int] = array("q")       # each line's hash: the second read checks only what changed
         try:
             try:
-                plan = transfer.check(service, transfer.read_file(fh, args.file))
+                plan = transfer.check(service, transfer.read_file(fh, args.file, seen))
             except transfer.Refused as exc:
                 print(f"convmem: import refused, nothing written: {exc}", file=sys.stderr)
                 return 1
@@ -70,7 +72,7 @@ def run_jsonl(args: argparse.Namespace) -> int:
                 return 0
             fh.seek(0)
             with progress("import", plan.in_file) as step:
-                written = transfer.write(service, transfer.read_file(fh, args.file), step)
+                written = transfer.write(service, transfer.read_file(fh, args.file, known=seen), step)
         finally:
             service.close()
     print(f"convmem: imported {written} of {counted(plan.in_file, 'message')} into {visible(path)} "

@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 
+from .._terminal import json_visible
 from ._common import CommandError, check_usable, store_path
 
 
@@ -84,7 +85,7 @@ def run_list(args: argparse.Namespace) -> int:
     path = _file(args)
     listed = [e.public() for e in _checked(lambda: tokens.read(path))]
     if args.json or not sys.stdout.isatty():
-        print(json.dumps(listed, ensure_ascii=False))
+        print(json_visible(json.dumps(listed, ensure_ascii=False)))
         return 0
     from ._out import Out, local_time
     Out().table(["NAME", "ACCESS", "SESSIONS", "CREATED"],

@@ -37,8 +37,8 @@ FLAGS = ("thinking", "branches")         # the options of `convmem import` that 
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "tool": "user"}
 
 
-def read(paths: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
-    for where, conv, fallback in conversations(paths, report):
+def read(files: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
+    for where, conv, fallback in conversations(files, report):
         yield from _conversation(where, conv, report, options, fallback)
 
 

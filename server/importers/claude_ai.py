@@ -32,8 +32,8 @@ FLAGS = ("thinking",)                    # the options of `convmem import` that 
 _ROLES = {"human": "user", "user": "user", "assistant": "assistant"}
 
 
-def read(paths: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
-    for where, conv, fallback in conversations(paths, report):
+def read(files: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
+    for where, conv, fallback in conversations(files, report):
         if not isinstance(conv.get("uuid"), str) or not conv["uuid"]:
             report.skip(where, "a conversation without a uuid")
             continue

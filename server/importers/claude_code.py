@@ -42,7 +42,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .options import Options
-from .reading import expand, file_time, jsonl, restored, saved
+from .reading import file_time, jsonl, restored, saved
 from .turns import Report, Turn, as_text, parse_time
 
 NAME = "claude-code"
@@ -53,8 +53,8 @@ _MESSAGE_TYPES = {"user": "user", "assistant": "assistant", "system": "system"}
 _ROLES = {"user", "assistant", "system"}
 
 
-def read(paths: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
-    for path in expand(paths, DEFAULTS, PATTERN):
+def read(files: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
+    for path in files:
         yield from _File(path, report, options).turns()
 
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .options import Options
-from .reading import expand, file_time, jsonl, restored, saved
+from .reading import file_time, jsonl, restored, saved
 from .turns import Report, Turn, as_text, parse_time, text_of
 
 NAME = "codex"
@@ -45,8 +45,8 @@ _ITEM_TYPES = {"message", "function_call", "function_call_output", "custom_tool_
                "custom_tool_call_output", "reasoning", "local_shell_call", "web_search_call"}
 
 
-def read(paths: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
-    for path in expand(paths, DEFAULTS, PATTERN):
+def read(files: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
+    for path in files:
         yield from _Rollout(path, report, options).turns()
 
 

@@ -17,8 +17,8 @@ import sys
 from .._terminal import json_visible, visible
 from ..hook import add_node_options
 from .options import Options
-from .run import SOURCES, files, run_import
-from .turns import Report, counted
+from .run import SOURCES, run_import
+from .turns import counted
 from .writer import BATCH
 
 _WHERE = {     # PATH's help, by source
@@ -51,9 +51,7 @@ def run(args: argparse.Namespace, store: str) -> int:
     When no file is there to read, nothing is opened (no store is created)."""
     options = Options(thinking=getattr(args, "thinking", False), branches=getattr(args, "branches", False),
                       dry_run=args.dry_run, batch=max(1, args.batch), replicate=args.replicate, stream=args.stream)
-    found = bool(files(args.source, args.paths))
-    summary = run_import(store, args.source, args.paths, options) if found else \
-        Report(args.source, dry_run=args.dry_run).summary()
+    summary = run_import(store, args.source, args.paths, options)
     if args.json:
         sys.stdout.write(json_visible(json.dumps(summary, indent=2, ensure_ascii=False)))
         sys.stdout.write("\n")

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .options import Options
-from .reading import expand, file_time, jsonl
+from .reading import file_time, jsonl
 from .turns import Report, Turn, text_of
 
 NAME = "memory-jsonl"
@@ -61,8 +61,8 @@ def relation_type(name: str) -> str:
     return "related_to"
 
 
-def read(paths: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
-    for path in expand(paths, DEFAULTS, PATTERN):
+def read(files: list[str], report: Report, options: Options) -> Iterator[Turn | list[Turn]]:
+    for path in files:
         yield _graph(path, report)
 
 

@@ -42,7 +42,6 @@ from typing import IO
 from projections.index.worker import cpus
 
 from .options import Options
-from .reading import expand
 from .turns import Report, Turn
 
 FRAME_ITEMS = 1000          # turns (or groups of turns) a frame
@@ -58,12 +57,12 @@ class ReaderError(RuntimeError):
     """The process reading the source ended before it had read all of it."""
 
 
-def items(module: ModuleType, paths: list[str], report: Report, options: Options) -> Iterator[Item]:
-    """The source's turns (a group of turns that refer to each other as a list),
-    read in a second process when that pays, else here."""
-    proc = _start(module, paths, options) if _apart(module, paths, options) else None
+def items(module: ModuleType, files: list[str], report: Report, options: Options) -> Iterator[Item]:
+    """The turns of the source's ``files`` (a group of turns that refer to each
+    other as a list), read in a second process when that pays, else here."""
+    proc = _start(module, files, options) if _apart(files, options) else None
     if proc is None:
-        yield from module.read(paths, report, options)
+        yield from module.read(files, report, options)
         return
     frames: queue.Queue[bytes | None] = queue.Queue(AHEAD)
     drain = threading.Thread(target=_drain, args=(proc.stdout, frames), daemon=True)
@@ -71,9 +70,9 @@ def items(module: ModuleType, paths: list[str], report: Report, options: Options
     first = True
     try:
         while (frame := frames.get()) is not None:
-            batch, files, ignored, skips, notes, done = pickle.loads(frame)
+            batch, read, ignored, skips, notes, done = pickle.loads(frame)
             first = False
-            report.files += files
+            report.files += read
             report.ignored += ignored
             for line in skips:
                 report.add_skip(line)
@@ -94,15 +93,14 @@ def items(module: ModuleType, paths: list[str], report: Report, options: Options
                 drain.join(0.05)
         if proc.stdout is not None:
             proc.stdout.close()
-    yield from module.read(paths, report, options)     # no frame came: read here
+    yield from module.read(files, report, options)     # no frame came: read here
 
 
-def _apart(module: ModuleType, paths: list[str], options: Options) -> bool:
+def _apart(files: list[str], options: Options) -> bool:
     if options.apart is not None:
         return options.apart
     if cpus() < 2:
         return False
-    files = expand(paths, getattr(module, "DEFAULTS", ()), getattr(module, "PATTERN", "*"))
     return sum(os.path.getsize(f) for f in files if os.path.isfile(f)) >= APART_BYTES
 
 
@@ -118,7 +116,7 @@ def fingerprint() -> str:
     return h.hexdigest()
 
 
-def _start(module: ModuleType, paths: list[str], options: Options) -> subprocess.Popen | None:
+def _start(module: ModuleType, files: list[str], options: Options) -> subprocess.Popen | None:
     if not sys.executable:
         return None
     root = os.path.dirname(os.path.dirname(_HERE))
@@ -127,7 +125,7 @@ def _start(module: ModuleType, paths: list[str], options: Options) -> subprocess
             [sys.executable, "-c", "from server.importers.reader import serve; serve()", fingerprint()],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root, start_new_session=True)
         assert proc.stdin is not None
-        proc.stdin.write(pickle.dumps((module.__name__, paths, options, FRAME_ITEMS), 5))
+        proc.stdin.write(pickle.dumps((module.__name__, files, options, FRAME_ITEMS), 5))
         proc.stdin.close()
     except (OSError, ValueError, TypeError):
         return None
@@ -160,7 +158,7 @@ def serve() -> None:
     """The reading process: the source named on stdin, read, its turns to stdout."""
     if sys.argv[1:] != [fingerprint()]:
         return              # other code on disk: the import reads the source itself
-    name, paths, options, frame_items = pickle.load(sys.stdin.buffer)
+    name, files, options, frame_items = pickle.load(sys.stdin.buffer)
     module = importlib.import_module(name)
     report = Report(module.NAME, echo=False)
     out = sys.stdout.buffer
@@ -177,7 +175,7 @@ def serve() -> None:
     try:
         batch: list[Item] = []
         chars = 0
-        for item in module.read(paths, report, options):
+        for item in module.read(files, report, options):
             batch.append(item)
             chars += sum(len(t.content) for t in item) if isinstance(item, list) else len(item.content)
             if len(batch) >= frame_items or chars >= FRAME_CHARS:

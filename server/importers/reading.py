@@ -119,11 +119,11 @@ def file_time(path: str) -> int:
         return 0
 
 
-def conversations(paths: list[str], report: Report) -> Iterator[tuple[str, dict[str, Any], int]]:
+def conversations(files: list[str], report: Report) -> Iterator[tuple[str, dict[str, Any], int]]:
     """(where, conversation, the file's time) of every conversation object in
-    the ``conversations.json`` of each export found (a file or a zip); a file
+    the ``conversations.json`` of each export in ``files`` (a file or a zip); a file
     that is not a list, or an item that is not an object, is skipped and reported."""
-    for path in expand(paths, (), "conversations.json"):     # an export has no default place
+    for path in files:
         data = export_json(path, "conversations.json", report)
         if data is None:
             continue

@@ -32,7 +32,9 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     into the store at ``store_path`` (opened here: written in its own
     transactions, or through the node's stream when it is a replicated node's,
     see :mod:`.target`) or the open ``store``; returns the summary (counts,
-    and each skipped line as ``file:line: why``).
+    and each skipped line as ``file:line: why``).  The paths are expanded to
+    files once, here (:func:`files`); when none is found the summary says so
+    and no store is opened (none is created).
     ``committer``: what the open ``store``'s writes go through — a served
     store's service (:meth:`server.service.MemoryService.submit`), so that the
     batches take the same path as the tools' writes (a replicated node's reach
@@ -42,6 +44,9 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
     if module is None:
         raise ValueError(f"source: must be one of {', '.join(SOURCES)}")
     report = Report(source, dry_run=options.dry_run)
+    found = files(source, paths)
+    if not found:
+        return report.summary()
     scratch = None
     if store is None and options.dry_run and not os.path.exists(store_path):
         scratch = tempfile.mkdtemp(prefix="convmem-dry-run-")     # a dry run creates no store
@@ -52,7 +57,7 @@ def run_import(store_path: str, source: str, paths: list[str], options: Options 
                             progress=_progress(options), principal=importer(source).name, committer=via)
             projector = target.projector
             with projector.bulk_run() if isinstance(projector, Projector) else nullcontext():
-                writer.write(reader.items(module, paths, report, options))
+                writer.write(reader.items(module, found, report, options))
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)

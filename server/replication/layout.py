@@ -29,6 +29,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from eventstore.errors import ValidationError
 from eventstore.events import Event, MessageWritten
@@ -98,9 +99,9 @@ class Control:
             raise ValueError("the control record is not {generation, initial}") from exc
 
 
-@dataclass(frozen=True)
-class Record:
-    """One message read from a generation's stream (plain values, off the event loop)."""
+class Record(NamedTuple):
+    """One message read from a generation's stream (plain values, off the event loop;
+    a tuple: the link makes one for every message of a catch-up)."""
 
     seq: int
     subject: str

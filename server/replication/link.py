@@ -357,9 +357,8 @@ class _Pull:
         self.count, self.want = 0, want
 
     async def on_msg(self, msg) -> None:
-        status = msg.headers.get(api.Header.STATUS.value) if msg.headers else None
-        if status is not None and not msg.data:
-            self._ended(status, msg.headers.get(api.Header.DESCRIPTION.value, ""))
+        if not msg.data and msg.headers and _STATUS in msg.headers:     # a seal has no data either
+            self._ended(msg.headers[_STATUS], msg.headers.get(_DESCRIPTION, ""))
         else:
             self._take(_record(msg))
 
@@ -386,6 +385,8 @@ class _Pull:
 
 
 _MSG_ID = api.Header.MSG_ID.value
+_STATUS = api.Header.STATUS.value
+_DESCRIPTION = api.Header.DESCRIPTION.value
 
 
 def _record(msg) -> Record:
@@ -394,14 +395,19 @@ def _record(msg) -> Record:
     (``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ns>.<pending>``,
     or the form with a domain and an account hash in front and a token after),
     as ``msg.metadata`` reads them but without its datetime and objects; a
-    subject of another form is left to ``msg.metadata``."""
+    subject of another form is left to ``msg.metadata``.  This runs for every
+    message of a catch-up, on the thread that also parses them: it is kept to
+    one split and a tuple."""
     headers = msg.headers or {}
     tokens = msg.reply.split(".")
-    if tokens[:2] == ["$JS", "ACK"] and len(tokens) in (9, 11, 12):
-        seq, ns, pending = (tokens[5], tokens[7], tokens[8]) if len(tokens) == 9 else (tokens[7], tokens[9], tokens[10])
-        stamp, left = int(ns) / 1e9, int(pending)
+    n = len(tokens)
+    if n == 9 and tokens[0] == "$JS" and tokens[1] == "ACK":
+        seq, ns, left = tokens[5], tokens[7], tokens[8]
+    elif (n == 11 or n == 12) and tokens[0] == "$JS" and tokens[1] == "ACK":
+        seq, ns, left = tokens[7], tokens[9], tokens[10]
     else:
         md = msg.metadata
-        seq, stamp, left = md.sequence.stream, md.timestamp.timestamp(), md.num_pending
-    return Record(seq=int(seq), subject=msg.subject, data=bytes(msg.data), kind=headers.get(layout.KIND_HEADER),
-                  msg_id=headers.get(_MSG_ID), timestamp=stamp, pending=left)
+        return Record(md.sequence.stream, msg.subject, msg.data, headers.get(layout.KIND_HEADER),
+                      headers.get(_MSG_ID), md.timestamp.timestamp(), md.num_pending)
+    return Record(int(seq), msg.subject, msg.data, headers.get(layout.KIND_HEADER), headers.get(_MSG_ID),
+                  int(ns) / 1e9, int(left))

@@ -18,11 +18,12 @@ from urllib.parse import quote
 
 from markupsafe import Markup, escape
 
-from .._terminal import REORDERING
+from .._terminal import UNSEEN
 
-# C0 (but \t and \n), DEL, C1, bidi marks/embeddings/overrides/isolates, zero-width and BOM,
-# line/paragraph separators (they break lines where none is seen in the source text).
-_INVISIBLE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{REORDERING}\u200b-\u200d\u2060-\u2065\ufeff]")
+# C0 (but \t and \n), then what the terminal escapes too: DEL, C1, bidi marks/embeddings/
+# overrides/isolates, line/paragraph separators (they break lines where none is seen in the
+# source text), zero-width characters and BOM.
+_INVISIBLE = re.compile(f"[\x00-\x08\x0b-\x1f{UNSEEN}]")
 _WORD = re.compile(r"\w+", re.UNICODE)
 ELLIPSIS = "…"
 
