@@ -174,9 +174,9 @@ OPS = st.lists(st.one_of(
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS, batch=st.sampled_from([2, 3, 5]), backlog=st.sampled_from([-1, 0, 1, 10**9]),
-       merge_at=st.sampled_from([2, 4, 7]), hold=st.sampled_from([3, 8, 10**5]))
-def test_any_log_replays_to_the_live_bytes_however_its_batches_travel(ops, batch, backlog, merge_at, hold):
-    config = IndexConfig(bulk_hold=hold, merge_at=merge_at, build_batch=batch, backlog=backlog,
+       merge_at=st.sampled_from([2, 4, 7]), hold=st.sampled_from([3, 8, 10**5]), spread=st.sampled_from([0, 3]))
+def test_any_log_replays_to_the_live_bytes_however_its_batches_travel(ops, batch, backlog, merge_at, hold, spread):
+    config = IndexConfig(bulk_hold=hold, merge_at=merge_at, merge_spread=spread, build_batch=batch, backlog=backlog,
                          second_process=True)
     with tempfile.TemporaryDirectory() as tmp:
         svc = open_service(tmp, index_config=config)

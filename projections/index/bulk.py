@@ -68,8 +68,8 @@ class BulkReplay:
             pending.update(part)
             self.builder.add_many(part)
             if policy.due(len(pending)):
-                self.merged.update(pending)
-                pending.clear()
+                for docno in sorted(pending)[:policy.records]:       # the oldest
+                    self.merged[docno] = pending.pop(docno)
                 if len(self.merged) >= self.config.bulk_hold:
                     self._write_merged()
         done = self.builder.done

@@ -154,7 +154,9 @@ def merge_list(cur, prefix: bytes, change: Change, cut: int) -> None:
     holding the largest; the chunk after it starts at a boundary and stays.
     """
     docnos, tfs, lengths, remove, bounds, _ = change
-    if docnos and not remove and _appended(cur, prefix, change, cut):
+    items = appended(cur, prefix, change, cut) if docnos and not remove else None
+    if items is not None:
+        cur.putmulti(items)
         return
     low = min(docnos[0] if docnos else _MASK64, min(remove, default=_MASK64))
     high = max(docnos[-1] if docnos else 0, max(remove, default=0))
@@ -175,32 +177,31 @@ def merge_list(cur, prefix: bytes, change: Change, cut: int) -> None:
     cur.putmulti(sorted(new.items()))
 
 
-def _appended(cur, prefix: bytes, change: Change, cut: int) -> bool:
-    """:func:`merge_list`'s usual case in a live merge — postings all after the
-    list's last — done without decoding: the postings before the first
-    boundary among them (the change's ``first``, found when None) are spliced
-    onto the last chunk's bytes (see :func:`_extended`), the rest cut into
-    chunks of their own.  False, with nothing written, when some posting is
-    not after the last."""
+def appended(cur, prefix: bytes, change: Change, cut: int) -> list[tuple[bytes, bytes]] | None:
+    """The chunks to put for :func:`merge_list`'s usual case in a live merge —
+    postings (none removed) all after the list's last — found without decoding
+    and without writing (``cur``, on ``postings``, is only read): the last
+    chunk with the postings before the first boundary among them (the
+    change's ``first``, found when None) spliced onto its bytes (see
+    :func:`_extended`), then the rest cut into chunks of their own, in key
+    order.  None when some posting is not after the last."""
     docnos, tfs, lengths, _, bounds, first = change
     found = cur.set_range(prefix + docno_key(docnos[0]))
     if found and cur.key().startswith(prefix):
-        return False                    # a chunk starts at or after the first posting
+        return None                     # a chunk starts at or after the first posting
     if not ((cur.prev() if found else cur.last()) and cur.key().startswith(prefix)):
-        cur.putmulti(cut_list(prefix, docnos, tfs, lengths, cut, bounds))      # a new list
-        return True
+        return cut_list(prefix, docnos, tfs, lengths, cut, bounds)       # a new list
     key, raw = cur.item()
     parts = _parts(key, raw)
     gaps = parts[2]
     last = docno_of(key) + sum(gaps if not parts[0] & 3 else _unpacked(_GAP_CODES[parts[0] & 3], gaps))
     if last >= docnos[0]:
-        return False
+        return None
     k = _first_boundary(docnos, cut, bounds) if first is None else first
-    if k:
-        cur.put(key, _extended(key, parts, last, docnos[:k], None if tfs is None else tfs[:k], lengths[:k]))
+    out = [(key, _extended(key, parts, last, docnos[:k], None if tfs is None else tfs[:k], lengths[:k]))] if k else []
     if k < len(docnos):
-        cur.putmulti(cut_list(prefix, docnos[k:], None if tfs is None else tfs[k:], lengths[k:], cut, bounds))
-    return True
+        out += cut_list(prefix, docnos[k:], None if tfs is None else tfs[k:], lengths[k:], cut, bounds)
+    return out
 
 
 def _first_boundary(docnos: list[int], cut: int, bounds: set[int] | None) -> int:

@@ -17,8 +17,9 @@ from .policy import MergePolicy
 
 @dataclass(frozen=True, slots=True)
 class IndexConfig:
-    merge_at: int = 2048         # layout: pending records that trigger a merge (see :class:`.policy.MergePolicy`)
+    merge_at: int = 2048         # layout: pending records a merge takes (see :class:`.policy.MergePolicy`)
     chunk: int = 128             # layout: one docno in ``chunk`` starts a posting chunk
+    merge_spread: int | None = None  # layout: writes a merge's work is spread over (None: merge_at // 128, ≤ 16)
     bulk_hold: int = 100_000     # records a bulk replay keeps in memory before writing them
     build_batch: int = 512       # written messages a replay hands the second process at a time
     backlog: int = 2             # batches the second process may have waiting before the replay gathers one itself
@@ -29,11 +30,14 @@ class IndexConfig:
     def __post_init__(self) -> None:
         if self.merge_at < 1 or self.chunk < 1 or self.build_batch < 1 or self.bulk_hold < 1:
             raise ValueError("merge_at, chunk, build_batch and bulk_hold must be at least 1")
+        if self.merge_spread is not None and self.merge_spread < 0:
+            raise ValueError("merge_spread must be at least 0")
 
     @property
     def policy(self) -> MergePolicy:
         """When the live and the bulk writers merge pending records."""
-        return MergePolicy(self.merge_at)
+        spread = min(self.merge_at // 128, 16) if self.merge_spread is None else self.merge_spread
+        return MergePolicy(self.merge_at, spread)
 
     @property
     def cut(self) -> int:

@@ -11,7 +11,7 @@ empty ``postings``, appended chunk by chunk (:meth:`append`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from itertools import repeat
 from typing import TYPE_CHECKING
 
@@ -58,25 +58,30 @@ class PostingLists:
         for term in entry.terms:
             self.remove[field].setdefault(term, set()).add(docno)
 
-    def _each(self) -> Iterator[tuple[bytes, list[int], list[int] | None, list[int], set[int], int]]:
-        """(key prefix, docnos, tfs, lengths, docnos to remove, index of the
-        first boundary among the docnos) of every list touched, in key order
-        (a term's code points sort as its UTF-8 bytes)."""
-        for field in range(len(FIELDS)):
-            lists, length_of, remove, tfs, firsts = (self.docnos[field], self.lengths[field].__getitem__,
-                                                     self.remove[field], self.tfs[field], self.firsts[field])
-            for term in sorted(lists.keys() | remove.keys()):
-                docnos = lists.get(term, [])
-                extra = tfs.get(term)
-                yield (list_prefix(field, term), docnos,
-                       list(map(extra.get, docnos, repeat(1))) if extra else None,
-                       list(map(length_of, docnos)), remove.get(term, set()), firsts.get(term, len(docnos)))
+    def count(self) -> int:
+        """How many lists get postings."""
+        return sum(map(len, self.docnos))
+
+    def keys(self) -> list[tuple[int, str]]:
+        """(field, term) of every list touched, in key order (a term's code
+        points sort as its UTF-8 bytes)."""
+        return [(field, term) for field in range(len(FIELDS))
+                for term in sorted(self.docnos[field].keys() | self.remove[field].keys())]
+
+    def change(self, field: int, term: str) -> tuple[bytes, Change]:
+        """The key prefix of one list touched and what to do to it."""
+        docnos = self.docnos[field].get(term, [])
+        extra = self.tfs[field].get(term)
+        return list_prefix(field, term), Change(
+            docnos, list(map(extra.get, docnos, repeat(1))) if extra else None,
+            list(map(self.lengths[field].__getitem__, docnos)), self.remove[field].get(term, set()),
+            self.bounds, self.firsts[field].get(term, len(docnos)))
 
     def write(self, tx: Tx) -> None:
         """Merge every list into the chunks stored."""
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
-            for prefix, docnos, tfs, lengths, remove, first in self._each():
-                merge_list(cur, prefix, Change(docnos, tfs, lengths, remove, self.bounds, first), self.cut)
+            for key in self.keys():
+                merge_list(cur, *self.change(*key), self.cut)
 
     def put(self, tx: Tx) -> None:
         """Merge every list into the chunks stored (appended, into an empty ``postings``)."""
@@ -86,7 +91,8 @@ class PostingLists:
         """Write the lists into an empty ``postings``: each cut into its chunks
         at once, every chunk appended in key order (pages filled, no search)."""
         items = []
-        for prefix, docnos, tfs, lengths, _, _ in self._each():
+        for key in self.keys():
+            prefix, (docnos, tfs, lengths, *_) = self.change(*key)
             items.extend(cut_list(prefix, docnos, tfs, lengths, self.cut, self.bounds))
         with tx.txn.cursor(db=tx.db(POSTINGS)) as cur:
             _, added = cur.putmulti(items, append=True)

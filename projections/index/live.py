@@ -3,11 +3,12 @@ within one write transaction.
 
 A written message's record goes to ``pending`` (one put instead of ~35
 postings scattered over the tree); the write after which the merge policy
-(:class:`~.policy.MergePolicy`) finds a merge due merges them all into
-``postings``, ``exact`` and ``facets`` in its own transaction, so the cost of
-touching the tree is shared by the writes in between, and bounded by the
-policy.  When the merges happen depends on the
-sequence of index operations alone, never on how they were grouped into
+(:class:`~.policy.MergePolicy`) finds a merge due merges the oldest records
+into ``postings``, ``exact`` and ``facets`` in its own transaction, so the
+cost of touching the tree is shared by the writes in between — and the
+writes just before it do the merge's work ahead (:class:`~.merging.MergeWork`),
+so that no one write pays for all of it.  When the merges happen depends on
+the sequence of index operations alone, never on how they were grouped into
 transactions.  In a replay (``bulk``) the same work is followed in memory by
 :class:`~.bulk.BulkReplay` and written at the end.
 """
@@ -22,8 +23,9 @@ from eventstore.transaction import Tx
 from . import docs
 from .bulk import BulkReplay
 from .config import IndexConfig
-from .layout import FACETS, FIELDS, PENDING, docno_key, docno_of
-from .lists import add_fields, delete_dups, merge_records, put_dups, remove_fields
+from .layout import FACETS, FIELDS, PENDING, docno_key
+from .lists import add_fields, delete_dups, put_dups, remove_fields
+from .merging import MergeWork
 from .records import Record, count, entries_of, facet_keys, record_of, texts_of
 from .worker import WorkerHold
 
@@ -38,7 +40,8 @@ class IndexWriter(Protocol):
         """Index each written ``(docno, message)`` in turn (docnos only grow)."""
 
     def held(self, docno: int) -> tuple[Record | None, bool]:
-        """(record, pending) of a document not merged into the tree yet, else (None, False)."""
+        """(record, pending) of a document about to be updated or deleted, if
+        not merged into the tree yet, else (None, False)."""
 
     def store_held(self, docno: int, rec: Record | None, pend: bool) -> None:
         """Replace (None: drop) the record of a document :meth:`held` returned."""
@@ -54,24 +57,27 @@ class LiveIndex:
     """The live :class:`IndexWriter`: a record a write, merged when due."""
 
     def __init__(self, tx: Tx, config: IndexConfig) -> None:
-        self.tx, self.cut, self.policy = tx, config.cut, config.policy
+        self.tx, self.policy = tx, config.policy
         self.deltas: dict[str, int] = {}
+        self.work = tx.caches.slot(MergeWork)
+        self.work.begin(tx, config.cut)
 
     def index(self, written: list[tuple[int, Message]]) -> None:
-        tx = self.tx
+        tx, policy, work = self.tx, self.policy, self.work
         handle = tx.db(PENDING)
         for docno, msg in written:
             docs.put(tx, docno, msg, new=True)
             rec = record_of(msg)
             count(self.deltas, enumerate(rec.fields), +1)
             tx.txn.put(docno_key(docno), rec.stored(), db=handle)
-            if self.policy.due(tx.txn.stat(handle)["entries"]):
-                with tx.txn.cursor(db=handle) as cur:
-                    records = [(docno_of(k), Record.loaded(v)) for k, v in cur]
-                tx.txn.drop(handle, delete=False)
-                merge_records(tx, self.cut, records)
+            pending = tx.txn.stat(handle)["entries"]
+            if policy.due(pending):
+                work.merge(tx, policy.records)
+            elif units := policy.share(pending, work.todo(policy.records)):
+                work.advance(tx, policy.records, units)
 
     def held(self, docno: int) -> tuple[Record | None, bool]:
+        self.work.changing(docno)       # the document is about to change
         raw = self.tx.txn.get(docno_key(docno), db=self.tx.db(PENDING))
         return (None, False) if raw is None else (Record.decode(raw), True)
 

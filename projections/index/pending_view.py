@@ -3,8 +3,8 @@ key, session and docno, not scanned.
 
 Every search needs, of the documents written since the last merge, those
 holding each query term (and their number), those whose field is the whole
-query, the greatest docno, and each session's — and up to ``merge_at`` of
-them wait.  Decoding and scanning them all for every search cost more than
+query, the greatest docno, and each session's — and up to ``merge_at`` +
+``merge_spread`` of them wait.  Decoding and scanning them all for every search cost more than
 the rest of a search; so they are kept, decoded and inverted, between
 searches.
 
