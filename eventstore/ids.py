@@ -10,13 +10,12 @@ first (two leading zero bits).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 
 from .errors import DamagedRecordError
 from .memo import Memo
 
-_MAX = (1 << 128) - 1
-_MS, _RANDOM = (1 << 48) - 1, (1 << 80) - 1       # an id's time part, its random part
+_MS = (1 << 48) - 1                      # an id's time part
 _DIGITS = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _DIGIT_SET = _DIGITS.encode("ascii")
 _AS_INT_DIGITS = bytes.maketrans(_DIGIT_SET, b"0123456789abcdefghijklmnopqrstuv")   # what int(_, 32) reads
@@ -27,45 +26,25 @@ _BYTES_OF: Memo[str, bytes] = Memo(_CACHED)
 _TEXT_OF: Memo[bytes, str] = Memo(_CACHED)
 
 
-def next_id(last: bytes | None, now_ms: int, randomness: int) -> bytes:
-    """The id to give the next message: after ``last``, stamped ``now_ms``."""
-    candidate = ((now_ms & ((1 << 48) - 1)) << 80) | (randomness & ((1 << 80) - 1))
-    if last is not None:
-        candidate = max(candidate, int.from_bytes(last, "big") + 1)
-    if candidate > _MAX:
-        raise OverflowError("id space exhausted")
-    return candidate.to_bytes(16, "big")
-
-
-def next_ids(last: bytes | None, times: Sequence[int], randomness: Callable[[int], int]) -> list[bytes]:
-    """:func:`next_id` for each of ``times`` in turn, each after the one
-    before, each with ``randomness(80)``."""
-    out = []
-    for now_ms in times:
-        last = next_id(last, now_ms, randomness(80))
-        out.append(last)
-    return out
-
-
-def next_texts(last: bytes | None, times: Sequence[int], randoms: Iterable[int]) -> tuple[bytes | None, list[str]]:
-    """The text of each id :func:`next_ids` gives (``randoms`` in place of its
-    calls of ``randomness``), each conversion remembered both ways, and the
-    newest id's bytes (``last`` when none is given); the integers are carried
-    from one id to the next."""
+def next_texts(last: bytes | None, times: Sequence[int], pool: bytes) -> tuple[bytes | None, list[str]]:
+    """The ids to give the next messages, stamped with each of ``times`` in
+    turn: each is the time's milliseconds over the next 10 bytes (80 bits) of
+    ``pool``, or one more than the id before (``last`` for the first) if that
+    is not greater.  Returns the newest id's bytes (``last`` when none is
+    given) and each id's text, each conversion remembered both ways."""
     prev = int.from_bytes(last, "big") if last is not None else -1
-    given = []
-    for now_ms, randomness in zip(times, randoms):
-        candidate = ((now_ms & _MS) << 80) | (randomness & _RANDOM)
-        if candidate <= prev:
-            candidate = prev + 1
-        given.append(candidate)
-        prev = candidate
-    if prev > _MAX:
-        raise OverflowError("id space exhausted")
-    if not given:
+    raws = []
+    at = 0
+    for now_ms in times:
+        candidate = (now_ms & _MS) << 80 | int.from_bytes(pool[at:at + 10], "big")
+        prev = candidate if candidate > prev else prev + 1
+        raws.append(prev.to_bytes(16, "big"))      # OverflowError: the id space is exhausted
+        at += 10
+    if not raws:
         return last, []
-    raws = [n.to_bytes(16, "big") for n in given]
-    texts = texts_at_once(raws) if len(raws) >= VECTORED else list(map(_text, given))
+    if len(raws) < VECTORED:
+        return raws[-1], list(map(to_str, raws))
+    texts = texts_at_once(raws)
     remember(texts, raws)
     return raws[-1], texts
 

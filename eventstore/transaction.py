@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -74,22 +74,15 @@ class Tx:
     def db(self, name: str) -> DbHandle:
         return self.dbs[name]
 
-    def put_last(self, name: str, key: bytes, value: bytes) -> None:
-        """Put a key that is usually greater than every key of ``name``:
-        appended (``MDB_APPEND``: no search, pages left full), else put the
-        ordinary way."""
-        db = self.dbs[name]
-        if not self.txn.put(key, value, db=db, append=True):
-            self.txn.put(key, value, db=db)
-
-    def put_many_last(self, name: str, items: list[tuple[bytes, bytes]]) -> None:
-        """:meth:`put_last` for each of ``items`` in turn, in one call: appended
-        while they come in increasing order after every key of ``name``; should
-        one not, all are put again the ordinary way (the same pairs stored)."""
+    def put_last(self, name: str, items: list[tuple[bytes, bytes]]) -> None:
+        """Put (key, value) ``items`` that usually come in increasing order after
+        every key of ``name``: appended (``MDB_APPEND``: no search, pages left
+        full); should one not, all are put again the ordinary way (the same
+        pairs stored)."""
         if items:
-            with self.txn.cursor(db=self.dbs[name]) as cur:
-                if cur.putmulti(items, append=True)[1] != len(items):
-                    cur.putmulti(items)
+            cur = self.txn.cursor(db=self.dbs[name])    # closed when dropped (a single write's cheaper than a with)
+            if cur.putmulti(items, append=True)[1] != len(items):
+                cur.putmulti(items)
 
 
 @dataclass
@@ -120,28 +113,21 @@ class WriteTx(Tx):
     def now_ms(self) -> int:
         return self.store.clock()
 
-    def new_id(self, now_ms: int) -> str:
-        last = self.txn.get(b"last_id", db=self.dbs["meta"])
-        raw = ids.next_id(last, now_ms, self.store.rng.getrandbits(80))
-        self.txn.put(b"last_id", raw, db=self.dbs["meta"])
-        return ids.to_str(raw)
-
     def new_ids(self, times: Sequence[int]) -> list[str]:
-        """:meth:`new_id` for each of ``times`` in turn, with one read and one
-        write of the last id (a bulk import's): the same ids as calling it for each."""
+        """A new message id stamped with each of ``times``, in turn, each after
+        the one before and after every id given so far (a single write asks
+        for one); the last id is read and written once, and the OS's
+        randomness read once (a seeded generator, as tests give, drawn from
+        id by id)."""
         if not times:
             return []
-        last = self.txn.get(b"last_id", db=self.dbs["meta"])
+        meta = self.dbs["meta"]
         rng = self.store.rng
-        randoms: Iterable[int]
-        if type(rng) is random.SystemRandom:        # one read of the OS's randomness, not one an id
-            pool = os.urandom(10 * len(times))
-            randoms = (int.from_bytes(pool[i:i + 10], "big") for i in range(0, len(pool), 10))
-        else:
-            randoms = (rng.getrandbits(80) for _ in times)
-        newest, texts = ids.next_texts(last, times, randoms)
+        pool = (os.urandom(10 * len(times)) if type(rng) is random.SystemRandom
+                else b"".join(rng.getrandbits(80).to_bytes(10, "big") for _ in times))
+        newest, texts = ids.next_texts(self.txn.get(b"last_id", db=meta), times, pool)
         if newest is not None:
-            self.txn.put(b"last_id", newest, db=self.dbs["meta"])
+            self.txn.put(b"last_id", newest, db=meta)
         return texts
 
     def append(self, events: Sequence[Event], raws: Sequence[bytes] | None = None,

@@ -117,7 +117,7 @@ def put_written(tx: Tx, written: list[tuple[int, Message]]) -> None:
     """The state of each ``(docno, message)`` just written (what :func:`from_written`
     gives): its document number alone, appended (a new message has the greatest id)."""
     dumps_int = codec.dumps_int
-    tx.put_many_last(DB, [(to_bytes(m.message_id), dumps_int(docno)) for docno, m in written])
+    tx.put_last(DB, [(to_bytes(m.message_id), dumps_int(docno)) for docno, m in written])
 
 
 def remove(tx: Tx, message_id: str) -> None:

@@ -143,7 +143,7 @@ class Projector:
         for sid, group in by_session.items():
             sessions.added(tx, state.sessions, sid, group)
         relations.add(tx, [(msg.message_id, msg.metadata) for msg in written if msg.metadata.relations])
-        state.index.index_many(tx, docs)
+        state.index.index(tx, docs)
         body = meta = 0
         for msg in written:
             body += len(msg.content.encode("utf-8"))

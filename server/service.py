@@ -101,7 +101,7 @@ class MemoryService:
 
         def command(w: WriteTx) -> Message:
             now = w.now_ms()
-            msg = Message(w.new_id(now), session_id, role, content, now, now, 1, metadata)
+            msg = Message(w.new_ids([now])[0], session_id, role, content, now, now, 1, metadata)
             w.append([MessageWritten(msg, principal.name)])
             return msg
         msg = self.submit(command)

@@ -24,7 +24,7 @@ def steps(count: int):
     def write(n):
         def command(w):
             now = w.now_ms()
-            mid = w.new_id(now)
+            mid = w.new_ids([now])[0]
             ids.append(mid)
             meta = Metadata(tags=(f"t{n % 4}",), relations=(("related_to", ids[0]),) if n else ())
             w.append([MessageWritten(Message(mid, f"s{n % 3}", "user", f"deploy note {n} retry budget", now, now,
@@ -61,7 +61,8 @@ def test_ids_drawn_together_are_the_ids_drawn_one_by_one_and_later_ids_come_afte
     drawn = []
     for name, together in (("together", True), ("one-by-one", False)):
         with EventStore(str(tmp_path / name), Projector(), rng=random.Random(9)) as store:
-            first = store.execute(lambda w, many=together: w.new_ids(times) if many else [w.new_id(t) for t in times])
-            drawn.append(first + [store.execute(lambda w: w.new_id(1))])
+            first = store.execute(lambda w, many=together: w.new_ids(times) if many
+                                  else [w.new_ids([t])[0] for t in times])
+            drawn.append(first + [store.execute(lambda w: w.new_ids([1])[0])])
     assert drawn[0] == drawn[1]
     assert drawn[0] == sorted(set(drawn[0]))

@@ -242,7 +242,7 @@ def test_a_counter_map_that_is_not_one_is_corrupt_even_after_maps_were_remembere
         codec.loads_counts(cbor2.dumps({"a": "x"}), ("a",), "the statistics record")
 
 
-@given(st.integers(-(1 << 64), (1 << 64) - 1))
+@given(st.integers(-(1 << 64), (1 << 64) - 1) | st.integers(-(1 << 130), 1 << 130))
 def test_an_int_composed_directly_has_the_bytes_cbor2_gives_it(n):
     assert codec.dumps_int(n) == cbor2.dumps(n, canonical=True)
 
@@ -252,3 +252,28 @@ def test_texts_bytes_and_array_heads_composed_directly_have_the_bytes_cbor2_give
     assert codec.dumps_text(text) == cbor2.dumps(text, canonical=True)
     assert codec.dumps_bytes(data) == cbor2.dumps(data, canonical=True)
     assert codec.array_head(n) + b"".join(map(codec.dumps_int, range(n))) == cbor2.dumps(list(range(n)))
+
+
+_updated = st.builds(MessageUpdated, canonical_ids, _numbers, _numbers, st.none() | _texts,
+                     st.just(Metadata()) | st.just(RICH), st.none() | _texts)
+_deleted = st.builds(MessageDeleted, canonical_ids, st.none() | _texts, st.none() | _numbers)
+
+
+@settings(max_examples=300)
+@given(event=_updated | _deleted)
+def test_updates_and_deletes_have_the_bytes_canonical_cbor2_gives_them_whatever_their_values(event):
+    body = codec.encode_event(event)[4:]
+    assert body == cbor2.dumps(cbor2.loads(body), canonical=True)
+    assert codec.decode_event(codec.encode_event(event)) == event
+
+
+@pytest.mark.parametrize("event", [
+    MessageWritten(Message(A, "s", "user", "c", 1.0, 1, 1)),             # type: ignore[arg-type]
+    MessageWritten(Message(A, "s", "user", "c", 1, 1, True)),
+    MessageUpdated(A, 2.0, 1, None, Metadata()),                           # type: ignore[arg-type]
+    MessageUpdated(A, 2, 1, b"bytes", Metadata()),                         # type: ignore[arg-type]
+    MessageDeleted(A, None, 1.5),                                          # type: ignore[arg-type]
+], ids=["float time", "bool revision", "float revision", "bytes content", "float deletion time"])
+def test_an_event_holding_a_value_of_another_type_is_refused_not_written(event):
+    with pytest.raises(TypeError):
+        codec.encode_event(event)

@@ -19,28 +19,40 @@ def _write(svc: MemoryService, text: str = "hello") -> str:
     return svc.write_message("s", "user", text, Metadata())["message"]["message_id"]
 
 
+def pool(*randoms: int) -> bytes:
+    """Randomness as :func:`ids.next_texts` takes it: 10 bytes an id."""
+    return b"".join(r.to_bytes(10, "big") for r in randoms)
+
+
+def next_id(last: bytes | None, now_ms: int, randomness: int) -> bytes:
+    """The bytes of one id given after ``last`` (a batch of one)."""
+    newest, _ = ids.next_texts(last, [now_ms], pool(randomness))
+    assert newest is not None
+    return newest
+
+
 def test_next_id_is_stamped_with_the_clock_when_nothing_came_before():
-    raw = ids.next_id(None, 1_720_843_200_000, 12345)
+    raw = next_id(None, 1_720_843_200_000, 12345)
     assert ULID.from_bytes(raw).milliseconds == 1_720_843_200_000
     assert int.from_bytes(raw, "big") & ((1 << 80) - 1) == 12345
 
 
 def test_next_id_follows_the_last_id_when_the_clock_stepped_back():
-    last = ids.next_id(None, 2_000_000_000_000, 0)
-    raw = ids.next_id(last, 1_000_000_000_000, 999)
+    last = next_id(None, 2_000_000_000_000, 0)
+    raw = next_id(last, 1_000_000_000_000, 999)
     assert raw > last
     assert int.from_bytes(raw, "big") == int.from_bytes(last, "big") + 1
 
 
 def test_next_id_within_one_millisecond_is_still_increasing():
-    last = ids.next_id(None, 5, (1 << 80) - 1)
-    raw = ids.next_id(last, 5, 0)
+    last = next_id(None, 5, (1 << 80) - 1)
+    raw = next_id(last, 5, 0)
     assert raw > last
 
 
 def test_next_id_refuses_to_wrap_around_the_id_space():
     with pytest.raises(OverflowError):
-        ids.next_id(b"\xff" * 16, 0, 0)
+        next_id(b"\xff" * 16, 0, 0)
 
 
 def test_ids_are_monotonic_across_reopen_and_a_clock_stepping_back(store_path):
@@ -144,22 +156,32 @@ def test_ids_given_in_one_step_from_the_os_randomness_are_increasing_and_read_it
        seed=st.integers(0, 2**32))
 def test_ids_given_as_text_in_one_step_are_the_ids_given_one_by_one(last, times, seed):
     one, together = random.Random(seed), random.Random(seed)
+    expected, prev = [], last
     try:
-        expected = ids.next_ids(last, times, one.getrandbits)
+        for t in times:
+            prev = next_id(prev, t, one.getrandbits(80))
+            expected.append(prev)
     except OverflowError:
         with pytest.raises(OverflowError):
-            ids.next_texts(last, times, (together.getrandbits(80) for _ in times))
+            ids.next_texts(last, times, pool(*(together.getrandbits(80) for _ in times)))
         return
-    newest, texts = ids.next_texts(last, times, (together.getrandbits(80) for _ in times))
+    newest, texts = ids.next_texts(last, times, pool(*(together.getrandbits(80) for _ in times)))
     assert texts == [ids.to_str(raw) for raw in expected]
     assert [ids.to_bytes(t) for t in texts] == expected
     assert newest == (expected[-1] if expected else last)
 
 
+@given(last=st.none() | st.integers(0, (1 << 128) - 2), now_ms=st.integers(0, (1 << 48) + 5),
+       randomness=st.integers(0, (1 << 80) - 1))
+def test_an_id_is_its_time_over_its_randomness_or_one_more_than_the_last(last, now_ms, randomness):
+    candidate = ((now_ms % (1 << 48)) << 80) | randomness
+    made = next_id(None if last is None else last.to_bytes(16, "big"), now_ms, randomness)
+    assert int.from_bytes(made, "big") == (candidate if last is None else max(candidate, last + 1))
+
+
 def test_an_id_given_in_one_step_equal_to_the_last_comes_right_after_it():
-    last = ids.next_id(None, 5, 7)
-    newest, texts = ids.next_texts(last, [5, 5], [7, 0])
-    randoms = iter([7, 0])
-    assert [ids.to_bytes(t) for t in texts] == ids.next_ids(last, [5, 5], lambda _: next(randoms)) == [
+    last = next_id(None, 5, 7)
+    newest, texts = ids.next_texts(last, [5, 5], pool(7, 0))
+    assert [ids.to_bytes(t) for t in texts] == [
         (int.from_bytes(last, "big") + 1).to_bytes(16, "big"), (int.from_bytes(last, "big") + 2).to_bytes(16, "big")]
     assert newest == ids.to_bytes(texts[-1])

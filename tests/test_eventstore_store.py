@@ -266,7 +266,7 @@ def test_a_command_that_fails_after_appending_leaves_nothing_behind(svc):
     dump = dump_projections(svc.store)
 
     def command(w):
-        w.append([MessageWritten(Message(w.new_id(w.now_ms()), "s", "user", "half", 1, 1))])
+        w.append([MessageWritten(Message(w.new_ids([w.now_ms()])[0], "s", "user", "half", 1, 1))])
         raise ValueError("boom")
     with pytest.raises(InternalError):
         svc.store.execute(command)
@@ -326,7 +326,7 @@ def test_a_bulk_write_gets_room_before_it_starts_and_runs_once(store_path):
         runs.append(1)
         for i in range(60):
             now = w.now_ms()
-            w.append([MessageWritten(Message(w.new_id(now), "s", "user", f"bulk {i} " + "b" * 2000, now, now))])
+            w.append([MessageWritten(Message(w.new_ids([now])[0], "s", "user", f"bulk {i} " + "b" * 2000, now, now))])
     try:
         write(svc, "first")
         svc.store.execute(batch, bulk=True)
@@ -352,7 +352,7 @@ def test_bulk_work_keeps_the_collector_on_with_what_was_alive_frozen(store_path)
     def command(w):
         seen.append((gc.isenabled(), any(o is marker for o in gc.get_objects()), garbage() is None))
         now = w.now_ms()
-        w.append([MessageWritten(Message(w.new_id(now), "s", "user", "bulk", now, now))])
+        w.append([MessageWritten(Message(w.new_ids([now])[0], "s", "user", "bulk", now, now))])
     try:
         marker = {"alive": ["before"]}
         garbage = weakref.ref(Cycle())           # garbage, not frozen: collected before the freeze

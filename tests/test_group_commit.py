@@ -24,7 +24,7 @@ from projections.registry import Projector
 def _write(session: str, content: str):
     def command(w: WriteTx):
         now = w.now_ms()
-        msg = Message(w.new_id(now), session, "user", content, now, now, 1, Meta())
+        msg = Message(w.new_ids([now])[0], session, "user", content, now, now, 1, Meta())
         w.append([MessageWritten(msg)])
         return msg.message_id
     return command

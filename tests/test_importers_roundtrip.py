@@ -114,7 +114,7 @@ def test_an_empty_content_written_by_an_older_import_is_exported_as_importers_wr
         service.close()
     with EventStore(f"{tmp_path}/store", Projector()) as store:      # what the old importer appended
         def command(w):
-            mid = w.new_id(w.now_ms())
+            mid = w.new_ids([w.now_ms()])[0]
             w.append([written(mid, "s", "user", "", 5, 5, 1, Metadata(tags=("claude-code", "tool_result")))])
         store.execute(command)
     first = round_trip(f"{tmp_path}/store", str(tmp_path))

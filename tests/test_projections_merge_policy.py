@@ -198,7 +198,7 @@ def test_a_change_during_a_spread_merge_leaves_the_bytes_a_replay_leaves(tmp_pat
         elif event == "abort":
             def aborted(w: WriteTx) -> None:
                 now = w.now_ms()
-                w.append([MessageWritten(Message(w.new_id(now), "s", "user", "aborted words", now, now, 1,
+                w.append([MessageWritten(Message(w.new_ids([now])[0], "s", "user", "aborted words", now, now, 1,
                                                  Metadata()))])
                 raise ConflictError("expected_revision: refused after appending")
             with pytest.raises(ConflictError):

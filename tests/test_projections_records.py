@@ -1,5 +1,5 @@
-"""A search record's encoding is composed directly: the bytes ``codec.dumps``
-gives the same value, and decoding gives the record back."""
+"""A search record encodes as the canonical CBOR of its fields and facet keys,
+and decoding gives the record back."""
 
 from __future__ import annotations
 

@@ -148,7 +148,7 @@ def pending_store(tmp_path_factory):
         for i in range(12):
             meta = Metadata(tags=(("a",), ("b",), ("a", "b"), ())[i % 4], memory_kind=kinds[i % 3],
                             memory_tier=tiers[i % 2], importance=(10, 50, 90)[i % 3])
-            w.append([MessageWritten(Message(w.new_id(i), f"s{i % 2}", ("user", "assistant")[i % 2],
+            w.append([MessageWritten(Message(w.new_ids([i])[0], f"s{i % 2}", ("user", "assistant")[i % 2],
                                              f"alpha {i}", i, i, 1, meta))])
     svc.store.execute(command)
     yield svc

@@ -108,7 +108,7 @@ def fill(path: str, texts: Iterator[str], n: int, batch: int = 1) -> int:
 def _append_all(w: WriteTx, texts: list[str], first: int) -> None:
     for i, text in enumerate(texts, first):
         now = w.now_ms()
-        mid = w.new_id(now)
+        mid = w.new_ids([now])[0]
         session = f"session-{i % 400}"
         w.append([MessageWritten(Message(mid, session, "user", text, now, now, 1, Metadata()))])
 

@@ -82,7 +82,7 @@ def build(path: str, data: str, total: int) -> dict:
                     if session == BIG and previous is not None and (at + n) % 5 == 0:
                         meta = Metadata(tags=meta.tags, tool_call_id=meta.tool_call_id,
                                         relations=(("related_to", previous),))
-                    mid = w.new_id(ts)
+                    mid = w.new_ids([ts])[0]
                     if session == BIG:
                         previous = mid
                     w.append([MessageWritten(Message(mid, session, role, content, ts, ts, 1, meta))])

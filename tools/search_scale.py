@@ -95,7 +95,7 @@ def build(path: str, data: str, total: int) -> dict:
             def command(w, batch=batch):
                 for session, role, content, meta in batch:
                     now = w.now_ms()
-                    w.append([MessageWritten(Message(w.new_id(now), session, role, content, now, now, 1, meta))])
+                    w.append([MessageWritten(Message(w.new_ids([now])[0], session, role, content, now, now, 1, meta))])
             service.store.execute(command)
             print(f"\rbuilt {min(first + BATCH, total)}/{total}", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)

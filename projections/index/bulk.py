@@ -50,12 +50,9 @@ class BulkReplay:
             self.pending.update((docno_of(k), Record.loaded(v)) for k, v in cur)
         tx.txn.drop(tx.db(PENDING), delete=False)
 
-    def index(self, docno: int, msg: Message) -> None:
-        self.index_many([(docno, msg)])
-
-    def index_many(self, written: list[tuple[int, Message]]) -> None:
-        """:meth:`index` for each ``(docno, message)`` in turn: the docs rows
-        of all at once, the rest a merge's worth of messages at a time."""
+    def index(self, written: list[tuple[int, Message]]) -> None:
+        """Index each written ``(docno, message)`` in turn: the docs rows of
+        all at once, the rest a merge's worth of messages at a time."""
         keys = [docno_key(d) for d, _ in written]
         self.rows += zip(keys, map(doc_value, keys, [m for _, m in written]))
         self.times += [(time_key(m.timestamp, d), b"") for d, m in written]

@@ -50,8 +50,8 @@ def put(tx: Tx, docno: int, msg: Message, new: bool) -> None:
     greatest so far: appended), which also gets its ``times`` key."""
     key = docno_key(docno)
     if new:
-        tx.put_last(DOCS, key, doc_value(key, msg))
-        tx.put_last(TIMES, time_key(msg.timestamp, docno), b"")
+        tx.put_last(DOCS, [(key, doc_value(key, msg))])
+        tx.put_last(TIMES, [(time_key(msg.timestamp, docno), b"")])
     else:
         tx.txn.put(key, doc_value(key, msg), db=tx.db(DOCS))
 

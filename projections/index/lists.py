@@ -156,7 +156,7 @@ def put_appending(tx: Tx, db: str, items: list[tuple[bytes, bytes]]) -> None:
     sorted and appended (``MDB_APPEND``/``MDB_APPENDDUP``: no search, pages
     left full); should one not, they are all put again the ordinary way."""
     items.sort()
-    tx.put_many_last(db, items)
+    tx.put_last(db, items)
 
 
 def delete_dups(tx: Tx, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:

@@ -36,7 +36,7 @@ class IndexWriter(Protocol):
     held in memory) — both merge when the same :class:`~.policy.MergePolicy`
     says so, and leave the same bytes."""
 
-    def index_many(self, written: list[tuple[int, Message]]) -> None:
+    def index(self, written: list[tuple[int, Message]]) -> None:
         """Index each written ``(docno, message)`` in turn (docnos only grow)."""
 
     def held(self, docno: int) -> tuple[Record | None, bool]:
@@ -62,7 +62,7 @@ class LiveIndex:
         self.work = tx.caches.slot(MergeWork)
         self.work.begin(tx, config.cut)
 
-    def index_many(self, written: list[tuple[int, Message]]) -> None:
+    def index(self, written: list[tuple[int, Message]]) -> None:
         tx, policy, work = self.tx, self.policy, self.work
         handle = tx.db(PENDING)
         for docno, msg in written:
@@ -109,12 +109,9 @@ class IndexWork:
         return self.writer
 
     # ---------------------------------------------------------- operations
-    def index(self, tx: Tx, docno: int, msg: Message) -> None:
-        self._writer(tx).index_many([(docno, msg)])
-
-    def index_many(self, tx: Tx, written: list[tuple[int, Message]]) -> None:
-        """:meth:`index` for each ``(docno, message)`` in turn."""
-        self._writer(tx).index_many(written)
+    def index(self, tx: Tx, written: list[tuple[int, Message]]) -> None:
+        """Index each written ``(docno, message)`` in turn (one message is a batch of one)."""
+        self._writer(tx).index(written)
 
     def unindex(self, tx: Tx, docno: int, msg: Message) -> None:
         rec, pend = self._writer(tx).held(docno)

@@ -117,13 +117,13 @@ class MergeWork:
             for key in self.others:
                 merge_list(cur, *self.lists.change(*key), self.cut)
         exact, facets = self.pairs
-        tx.put_many_last(EXACT, exact)
-        tx.put_many_last(FACETS, facets)
+        tx.put_last(EXACT, exact)
+        tx.put_last(FACETS, facets)
         handle = tx.db(PENDING)
         with tx.txn.cursor(db=handle) as cur:
             rest = list(cur.iternext() if cur.set_range(self.next) else ())
         tx.txn.drop(handle, delete=False)
-        tx.put_many_last(PENDING, rest)
+        tx.put_last(PENDING, rest)
         self.clear()
 
     def _gather(self, tx: Tx, records: int, units: int) -> int:
