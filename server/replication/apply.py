@@ -105,7 +105,6 @@ def apply_records(store: EventStore, position: Position, sealed: bool, records: 
         local, top = at.offset + at.sequence + 1, b""     # the first event's local sequence
         for start in range(0, len(raws), BATCH):
             run = raws[start:start + BATCH]
-            codec.remember_ids(run)
             events = [codec.decode_event(raw) for raw in run]
             if w.append(events, run) != local:
                 raise CorruptStoreError("the local log and the stream number events differently")
