@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 
 from . import codec
+from .bulk import settle
 from .events import Event
 from .transaction import Projector, Tx, WriteTx
 
@@ -33,6 +34,7 @@ def apply_log(projector: Projector, w: WriteTx, start: int, total: int,
     done = 0
     for batch in batches(w, start):
         projector.apply(w, batch)
+        settle()
         done += len(batch)
         if progress and done % PROGRESS_EVERY == 0:
             progress(done, total)
