@@ -41,3 +41,16 @@ def bulk_work(env: Environment) -> Iterator[None]:
     gc.collect(1)
     gc.freeze()
     yield
+
+
+def settle() -> None:
+    """Between the batches of a bulk transaction: what it has made alive so
+    far (a replay's index work, held until the transaction's end) goes to
+    the permanent generation too, as at its start.  Otherwise each pass of
+    the collector walks all of it again, and a full pass comes every time
+    it has grown by a quarter: ~55 ms of a 10,000-event replay's ~0.55 s of
+    CPU with the collector on, ~30 ms with this (thread CPU 0.55 -> 0.49 s,
+    3 runs each).  What is frozen here dies by reference counting when the
+    transaction lets it go (three replays in a row leave the frozen count
+    where the first left it)."""
+    gc.freeze()

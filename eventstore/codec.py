@@ -39,7 +39,7 @@ import cbor2
 
 from .errors import DECODING_ERRORS, CorruptStoreError
 from .events import ROLES, Event, Message, MessageDeleted, MessageUpdated, MessageWritten, Metadata, metadata, written
-from .ids import VECTORED, remember, texts_at_once, to_bytes, to_str
+from .ids import to_bytes, to_str
 from .memo import Memo
 
 _SEQ = struct.Struct(">Q")
@@ -345,22 +345,6 @@ def _written(payload: list, version: int) -> MessageWritten:
     _check(type(role) is int and 0 <= role < len(ROLES))
     ts += _id_ms(mid)
     return written(to_str(mid), session, ROLES[role], content, ts, ts + upd, rev, _meta_in(meta), principal)
-
-
-_WRITTEN_AT = _CRC.size + len(_WRITTEN_HEAD) + 1      # where a written event's id starts
-
-
-def remember_ids(raws: list[bytes]) -> None:
-    """Turn the ids of the written events among ``raws`` into text all at
-    once (vectorized: ~6,000 instructions an id one by one), so that
-    :func:`decode_event` finds each remembered.  The ids are picked at the
-    place :func:`encode_event` puts them, not decoded: an event laid out
-    otherwise is only not prepared, and whatever 16 bytes are picked, the
-    text remembered for them is theirs."""
-    heads = (_WRITTEN_HEAD + _ID_HEAD, _WRITTEN_BY_HEAD + _ID_HEAD)
-    picked = [raw[_WRITTEN_AT:_WRITTEN_AT + 16] for raw in raws if raw[_CRC.size:_WRITTEN_AT] in heads]
-    if len(picked) >= VECTORED:
-        remember(texts_at_once(picked), picked)
 
 
 def decode_event(raw: bytes | memoryview) -> Event:

@@ -42,11 +42,7 @@ def next_texts(last: bytes | None, times: Sequence[int], pool: bytes) -> tuple[b
         at += 10
     if not raws:
         return last, []
-    if len(raws) < VECTORED:
-        return raws[-1], list(map(to_str, raws))
-    texts = texts_at_once(raws)
-    remember(texts, raws)
-    return raws[-1], texts
+    return raws[-1], list(map(to_str, raws))
 
 
 def remember(texts: list[str], raws: list[bytes]) -> None:
@@ -55,27 +51,6 @@ def remember(texts: list[str], raws: list[bytes]) -> None:
     about to be stored is soon turned into bytes again."""
     _BYTES_OF.keep_all(zip(texts, raws), len(texts))
     _TEXT_OF.keep_all(zip(raws, texts), len(texts))
-
-
-def texts_at_once(raws: list[bytes]) -> list[str]:
-    """The text of each of ``raws`` (16 id bytes each), the digits of all
-    picked at once (an id's 26 digits: 13 from its high 64 bits, one across
-    the two halves, 12 from its low 64 bits).  numpy is imported here, not
-    with the module: a plain write (one id) must not pay for loading it; only
-    an import's writer gives ids many at once, and in a bulk import the index
-    build loads numpy anyway."""
-    import numpy as np
-    halves = np.frombuffer(b"".join(raws), dtype=">u8").reshape(-1, 2).astype(np.uint64)
-    hi, lo = halves[:, :1], halves[:, 1:]
-    digits = np.empty((len(raws), 26), np.uint64)
-    digits[:, :13] = (hi >> np.arange(61, 0, -5, dtype=np.uint64)) & 31     # digits 0..12: bits 125..65
-    digits[:, 13:14] = ((hi & 1) << 4) | (lo >> 60)
-    digits[:, 14:] = (lo >> np.arange(55, -1, -5, dtype=np.uint64)) & 31    # digits 14..25: bits 59..0
-    text = np.frombuffer(_DIGIT_SET, dtype=np.uint8)[digits].tobytes().decode("ascii")
-    return [text[i:i + 26] for i in range(0, len(text), 26)]
-
-
-VECTORED = 16                     # ids given at once from which :func:`texts_at_once` is the quicker
 
 
 def is_canonical(text: object) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 
 from . import codec
+from .bulk import settle
 from .events import Event
 from .transaction import Projector, Tx, WriteTx
 
@@ -16,20 +17,13 @@ BATCH = 500                       # events handed to the projector at once (divi
 
 
 def batches(tx: Tx, start: int, size: int = BATCH) -> Iterator[list[tuple[int, Event, int]]]:
-    """The log from ``start`` on as ``(seq, event, encoded size)``, ``size`` at a time.
-    From the second batch on, each batch's message ids are turned into text
-    at once (:func:`~.codec.remember_ids`, with numpy: the first is decoded
-    before the index loads it, after starting its second process, whose
-    start-up overlaps the loading)."""
+    """The log from ``start`` on as ``(seq, event, encoded size)``, ``size`` at a time."""
     decode, seq_of = codec.decode_event, codec.seq_of
     with tx.txn.cursor(db=tx.db("events")) as cur:
         if not cur.set_range(codec.seq_key(start)):
             return
-        records, first = cur.iternext(), True
+        records = cur.iternext()
         while chunk := list(islice(records, size)):
-            if not first:
-                codec.remember_ids([raw for _, raw in chunk])
-            first = False
             yield [(seq_of(key), decode(raw), len(raw)) for key, raw in chunk]
 
 
@@ -40,6 +34,7 @@ def apply_log(projector: Projector, w: WriteTx, start: int, total: int,
     done = 0
     for batch in batches(w, start):
         projector.apply(w, batch)
+        settle()
         done += len(batch)
         if progress and done % PROGRESS_EVERY == 0:
             progress(done, total)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from eventstore import codec, meta
+from eventstore.bulk import settle
 from eventstore.errors import CorruptStoreError
 from eventstore.events import MessageWritten
 from eventstore.ids import to_bytes
@@ -104,8 +105,9 @@ def apply_records(store: EventStore, position: Position, sealed: bool, records: 
         out, raws = _taken(Applied(at, at_seal), [r for r in records if r.seq > at.sequence])
         local, top = at.offset + at.sequence + 1, b""     # the first event's local sequence
         for start in range(0, len(raws), BATCH):
+            if start:
+                settle()            # a bulk apply: what the runs before keep alive, out of the collector's way
             run = raws[start:start + BATCH]
-            codec.remember_ids(run)
             events = [codec.decode_event(raw) for raw in run]
             if w.append(events, run) != local:
                 raise CorruptStoreError("the local log and the stream number events differently")
