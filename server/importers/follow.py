@@ -62,8 +62,10 @@ class Follower:
     """Reads what is new in a source's files into an open store."""
 
     def __init__(self, store: EventStore, source: str, paths: list[str], options: Options | None = None,
-                 report: Report | None = None, chunk: int = CHUNK, committer: Submits | None = None) -> None:
-        """``committer``: what the writes are submitted to (see :class:`.writer.Writer`)."""
+                 report: Report | None = None, chunk: int = CHUNK, committer: Submits | None = None,
+                 stop: threading.Event | None = None) -> None:
+        """``committer``: what the writes are submitted to (see :class:`.writer.Writer`);
+        ``stop``: once set, a sweep ends after the part it is writing (each part its own transaction)."""
         module = SOURCES.get(source)
         if module is None:
             raise ValueError(f"source: must be one of {', '.join(SOURCES)} to be followed")
@@ -74,6 +76,7 @@ class Follower:
                              principal=importer(source).name, committer=committer)
         self.chunk = max(1, chunk)        # bytes of complete lines read in one part
         self.seen: dict[str, tuple[int, int, int, int]] = {}   # path → (device, inode, size, mtime) when last read
+        self.stop = stop or threading.Event()
 
     def files(self) -> list[str]:
         """The files to read, as absolute paths (a position is kept by its file's path)."""
@@ -89,6 +92,8 @@ class Follower:
 
     def _sweep(self) -> None:
         for path in self.files():
+            if self.stop.is_set():
+                return
             try:
                 st = os.stat(path)
             except OSError:
@@ -97,7 +102,8 @@ class Follower:
             seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if self.seen.get(path) != seen:
                 while self.read(path):
-                    pass
+                    if self.stop.is_set():
+                        return                  # not marked seen: the next sweep reads on from its position
                 self.seen[path] = seen
 
     def read(self, path: str, final: bool = False) -> bool:
@@ -254,8 +260,10 @@ def _watchfiles():
 
 def command(args, store_path: str) -> int:
     """``convmem import claude-code|codex --follow``: runs until Ctrl-C (exit
-    130) or SIGTERM (exit 0, as ``systemctl stop`` asks); a transaction
-    interrupted is not committed, and the next run reads its lines again.
+    130) or SIGTERM (exit 0, as ``systemctl stop`` asks).  Either sets ``stop``:
+    the part being written is committed, and the store is closed in order —
+    an exception raised wherever the signal lands could interrupt that
+    closing itself (a second Ctrl-C still does, for a stop that will not wait).
     A replicated node's store is written through its stream (:mod:`.target`),
     and let go while its server moves it to a new stream generation."""
     import signal
@@ -272,13 +280,20 @@ def command(args, store_path: str) -> int:
         if written:
             print(f"import {args.source} --follow: wrote {written} messages ({report.written} since the start)",
                   file=sys.stderr)
+    interrupted: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        if signum == signal.SIGINT:
+            interrupted.append(signum)
+            signal.signal(signal.SIGINT, signal.default_int_handler)     # a second Ctrl-C does not wait
+        stop.set()
     with contextlib.ExitStack() as stack:
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        stack.callback(signal.signal, signal.SIGTERM, previous)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            stack.callback(signal.signal, signum, signal.signal(signum, on_signal))
         first = True
         while not stop.is_set():
             with opened(store_path, options) as (store, committer):
-                follower = Follower(store, args.source, args.paths, options, report, committer=committer)
+                follower = Follower(store, args.source, args.paths, options, report, committer=committer, stop=stop)
                 if first:
                     print(f"import {args.source} --follow into {store_path}: following "
                           f"{', '.join(roots(follower.module, args.paths))} (Ctrl-C stops)", file=sys.stderr)
@@ -294,4 +309,4 @@ def command(args, store_path: str) -> int:
                       "let go, opened again in a moment", file=sys.stderr)
                 stop.wait(POLL)
     print(f"import {args.source} --follow: stopped", file=sys.stderr)
-    return 0
+    return 130 if interrupted else 0
