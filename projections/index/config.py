@@ -11,6 +11,7 @@ The other knobs only decide how fast a replay runs, never a byte.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .policy import MergePolicy
 
@@ -35,9 +36,9 @@ class IndexConfig:
 
     @property
     def policy(self) -> MergePolicy:
-        """When the live and the bulk writers merge pending records."""
-        spread = min(self.merge_at // 128, 16) if self.merge_spread is None else self.merge_spread
-        return MergePolicy(self.merge_at, spread)
+        """When the live and the bulk writers merge pending records (one value
+        for these knobs: every write transaction asks for it)."""
+        return _policy(self.merge_at, self.merge_spread)
 
     @property
     def cut(self) -> int:
@@ -47,6 +48,12 @@ class IndexConfig:
     def layout(self) -> str:
         """The knobs that decide bytes, as they go into the fingerprint."""
         return f"{self.policy.layout()} chunk={self.chunk}"
+
+
+@lru_cache(maxsize=16)
+def _policy(merge_at: int, merge_spread: int | None) -> MergePolicy:
+    spread = min(merge_at // 128, 16) if merge_spread is None else merge_spread
+    return MergePolicy(merge_at, spread)
 
 
 DEFAULT = IndexConfig()
