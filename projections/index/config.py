@@ -31,8 +31,7 @@ class IndexConfig:
     def __post_init__(self) -> None:
         if self.merge_at < 1 or self.chunk < 1 or self.build_batch < 1 or self.bulk_hold < 1:
             raise ValueError("merge_at, chunk, build_batch and bulk_hold must be at least 1")
-        if self.merge_spread is not None and self.merge_spread < 0:
-            raise ValueError("merge_spread must be at least 0")
+        _policy(self.merge_at, self.merge_spread)      # its knobs checked by the policy itself
 
     @property
     def policy(self) -> MergePolicy:
