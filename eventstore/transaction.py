@@ -98,7 +98,8 @@ class WriteTx(Tx):
 
     store: Owner = None  # type: ignore[assignment]
     bulk: bool = False                      # a replay or a bulk import (set before the first event)
-    appended: list[tuple[int, int]] = field(default_factory=list)
+    appended: list[tuple[int, int]] = field(default_factory=list)     # (seq, encoded size) of each event appended
+    appended_events: list[Event] = field(default_factory=list)       # and the events themselves, in that order
     watermark: int | None = None
     before_commit: list[Callable[[WriteTx], None]] = field(default_factory=list)
     _next_seq: int | None = None
@@ -155,6 +156,7 @@ class WriteTx(Tx):
             self.store.projector.apply(self, list(zip(seqs, events, sizes)))
             self.watermark = seqs[-1]
         self.appended.extend(zip(seqs, sizes))
+        self.appended_events.extend(events)
         return first
 
     def flush(self) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 from eventstore.transaction import Tx
 
 from .index import FIELDS
-from .index.arrays import EMPTY, DecodedLists, Kept, Postings, Snapshot, decode_chunks, first_docnos
+from .index.arrays import EMPTY, DecodedLists, Postings, Snapshot, decode_chunks, first_docnos
 
 K1, B = 0.9, 0.4                     # BM25 term-frequency saturation and length normalization
 PARTIAL_CAP = 0.99
@@ -53,12 +53,6 @@ class Reuse:
 
 def reuse(tx: Tx) -> Reuse:
     return tx.caches.slot(Reuse)
-
-
-def kept_chunks(tx: Tx, name: bytes, snapshot: Snapshot | None) -> Kept | None:
-    """A list's chunks as kept with its decoded postings, when they are known
-    to be the store's in ``snapshot`` (:meth:`DecodedLists.confirmed`)."""
-    return reuse(tx).lists.confirmed(name, snapshot)
 
 
 def field_score(total: float) -> float:
@@ -89,7 +83,7 @@ class QueryList:
     q: float = 1.0         # the term's query weight
     snapshot: Snapshot | None = None     # the one the chunks were read in (None: may still change)
     firsts: np.ndarray = dataclasses.field(default_factory=lambda: _UNSET)   # each chunk's first docno
-    kept: DecodedLists | None = None     # the store's decoded lists (None: decoded here, not kept)
+    kept: DecodedLists = dataclasses.field(default_factory=lambda: DecodedLists(0))   # the store's decoded lists
     _whole: Postings | None = None
     _peeked: bool = False
 
@@ -109,8 +103,7 @@ class QueryList:
     def whole(self) -> Postings:
         """Every posting, in docno order."""
         if self._whole is None:
-            kept = self.kept if self.kept is not None else DecodedLists(0)
-            self._whole = kept.get(self.keys, self.chunks, self.firsts, self.snapshot)
+            self._whole = self.kept.get(self.keys, self.chunks, self.firsts, self.snapshot)
         return self._whole
 
     def find(self, docnos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -119,7 +112,7 @@ class QueryList:
         many of its chunks, else from the chunks they fall in."""
         if not len(docnos) or not self.keys:
             return np.zeros(len(docnos), bool), EMPTY.tfs, EMPTY.lengths
-        if self._whole is None and not self._peeked and self.kept is not None:
+        if self._whole is None and not self._peeked:
             self._whole, self._peeked = self.kept.peek(self.keys, self.chunks, self.snapshot), True
         if self._whole is not None:
             found = self._whole
@@ -148,11 +141,11 @@ class Sums:
     """Per field, each document's partial sum (``WHOLE`` added for a whole
     match), in arrays indexed by docno; and the documents that have one."""
 
-    def __init__(self, size: int, reuse: Reuse | None = None) -> None:
+    def __init__(self, size: int, reuse: Reuse) -> None:
         self.size = max(size, 1)
         self.sums: list[np.ndarray | None] = [None] * _NF
         self._fresh: list[np.ndarray] = []
-        self._reuse = reuse if reuse is not None else Reuse()
+        self._reuse = reuse
         kept = self._reuse.spare
         with self._reuse.lock:
             spare = kept.pop() if kept and len(kept[-1][0]) >= self.size else None

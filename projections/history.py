@@ -37,7 +37,7 @@ def add(tx: Tx, written: list[Message]) -> None:
     """List each of ``written`` under its session, in one call."""
     if written:
         with tx.txn.cursor(db=tx.db(DB)) as cur:
-            cur.putmulti([(_prefix(m.session_id) + to_bytes(m.message_id), b"") for m in written])
+            cur.putmulti([(key(m.session_id, m.message_id), b"") for m in written])
 
 
 def remove(tx: Tx, session_id: str, message_id: str) -> None:

@@ -142,7 +142,7 @@ class Projector:
             by_session.setdefault(msg.session_id, []).append(msg)
         for sid, group in by_session.items():
             sessions.added(tx, state.sessions, sid, group)
-        relations.add(tx, [(msg.message_id, msg.metadata) for msg in written if msg.metadata.relations])
+        relations.add(tx, [(msg.message_id, msg.metadata) for msg in written])
         state.index.index(tx, docs)
         body = meta = 0
         for msg in written:

@@ -33,10 +33,12 @@ def _edges(message_id: str, meta: Metadata) -> list[tuple[bytes, bytes]]:
 
 
 def add(tx: Tx, sources: list[tuple[str, Metadata]]) -> None:
-    """The edges of each ``(message id, metadata)`` of ``sources``, in one call."""
-    if sources:
+    """The edges of each ``(message id, metadata)`` of ``sources``, in one call
+    (none, and no cursor, for messages without relations)."""
+    edges = [edge for mid, meta in sources if meta.relations for edge in _edges(mid, meta)]
+    if edges:
         with tx.txn.cursor(db=tx.db(DB)) as cur:
-            cur.putmulti([edge for mid, meta in sources for edge in _edges(mid, meta)])
+            cur.putmulti(edges)
 
 
 def remove(tx: Tx, message_id: str, meta: Metadata) -> None:

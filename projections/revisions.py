@@ -74,13 +74,18 @@ def of(tx: Tx, state: messages.State) -> list[dict]:
     out = [{"revision": first.message.revision, "at": first.message.updated_at, "principal": first.principal,
             "changed": ["created" if first.message.revision == 1 else "rewritten"]}]
     for key, raw in _keys(tx, state.message_id):
-        value = codec.loads(raw)
-        if not (isinstance(value, list) and len(value) == 3 and type(value[0]) is int
-                and (value[1] is None or isinstance(value[1], str)) and isinstance(value[2], list)):
-            raise CorruptStoreError("a revision record is not [time, principal, changed]")
-        out.append({"revision": _REV.unpack(key[16:])[0], "at": value[0], "principal": value[1],
-                    "changed": list(value[2])})
+        at, principal, what = _record(raw)
+        out.append({"revision": _REV.unpack(key[16:])[0], "at": at, "principal": principal, "changed": what})
     return out
+
+
+def _record(raw: bytes) -> tuple[int, str | None, list[str]]:
+    """``(at, principal, changed)`` of a stored revision record."""
+    value = codec.loads(raw)
+    if not (isinstance(value, list) and len(value) == 3 and type(value[0]) is int
+            and (value[1] is None or isinstance(value[1], str)) and isinstance(value[2], list)):
+        raise CorruptStoreError("a revision record is not [time, principal, changed]")
+    return value[0], value[1], list(value[2])
 
 
 def last_principal(tx: Tx, state: messages.State) -> str | None:
@@ -88,7 +93,4 @@ def last_principal(tx: Tx, state: messages.State) -> str | None:
     raw = tx.txn.get(_key(state.message_id, state.revision), db=tx.db(DB))
     if raw is None:
         return messages.written_event(tx, state).principal
-    value = codec.loads(raw)
-    if not (isinstance(value, list) and len(value) == 3 and (value[1] is None or isinstance(value[1], str))):
-        raise CorruptStoreError("a revision record is not [time, principal, changed]")
-    return value[1]
+    return _record(raw)[1]

@@ -59,7 +59,6 @@ from .evaluation import (
     Sums,
     combine,
     field_score,
-    kept_chunks,
     member,
     reuse,
 )
@@ -198,7 +197,7 @@ def _plan(tx: Tx, st: dict[str, int], qterms: dict[str, float], pend: PendingVie
             found, total = [], 0.0
             for term, q in qterms.items():
                 prefix = list_prefix(f, term)
-                kept = kept_chunks(tx, prefix, snap)
+                kept = decoded.confirmed(prefix, snap)     # its chunks, if this snapshot's
                 if kept is None:
                     keys, chunks = _chunks(cur, prefix)
                     kept = Kept(keys, chunks, first_docnos(keys), int(counts(chunks).sum()))

@@ -13,17 +13,13 @@ from __future__ import annotations
 
 import functools
 import hmac
-import logging
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
-from eventstore.errors import ConvMemError
-
 from .principals import DEFAULT, LOCAL, Principal
 from .tokens import TokenFile
 
-log = logging.getLogger("convmem")
 CLIENT_ID = "convmem-token"
 CLAIM = "convmem_principal"
 
@@ -51,11 +47,7 @@ class BearerVerifier:
 
     def principal(self, token: str) -> Principal | None:
         if self.tokens is not None:
-            try:
-                named = self.tokens.principal(token)
-            except ConvMemError as exc:        # a damaged tokens file: named tokens refused until fixed
-                log.error("named tokens refused: %s", exc.message)
-                named = None
+            named = self.tokens.principal(token)
             if named is not None:
                 return named
         given = token.encode("utf-8", "surrogatepass")

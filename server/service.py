@@ -196,8 +196,9 @@ class MemoryService:
     def _live(tx: Tx, message_id: str, expected_revision: int | None,
               principal: Principal = LOCAL) -> messages.State:
         state = messages.get(tx, message_id)
-        if state is None or not principal.sees(state.session_id):
+        if state is None:
             raise NotFoundError("message_id: no live message has this id")
+        principal.check_session_read(state.session_id)
         if expected_revision is not None and expected_revision != state.revision:
             raise ConflictError(f"expected_revision: does not match the message's current revision ({state.revision})")
         return state

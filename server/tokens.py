@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import threading
@@ -30,9 +31,11 @@ import time
 from dataclasses import dataclass
 
 from eventstore import files
-from eventstore.errors import NotFoundError, ValidationError
+from eventstore.errors import ConvMemError, NotFoundError, ValidationError
 
 from .principals import Principal, check_name, check_patterns
+
+log = logging.getLogger("convmem")
 
 SUFFIX = ".tokens"
 PREFIX = "cmt_"
@@ -141,19 +144,25 @@ class TokenFile:
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, int, int, int] | None = None
         self._by_id: dict[str, tuple[Entry, Principal]] = {}
 
     def _fresh(self) -> dict[str, tuple[Entry, Principal]]:
+        """The tokens as the file holds them now.  A damaged file (or one others
+        may read) refuses every named token, logged once, until it changes."""
         try:
             st = os.stat(self.path)
-            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+            stamp: tuple[int, int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode)
         except FileNotFoundError:
             stamp = None
         if stamp != self._stamp:
             with self._lock:
                 if stamp != self._stamp:
-                    entries = read(self.path) if stamp is not None else []
+                    try:
+                        entries = read(self.path) if stamp is not None else []
+                    except ConvMemError as exc:
+                        log.error("named tokens refused: %s", exc.message)
+                        entries = []
                     self._by_id = {e.token_id: (e, e.principal) for e in entries}
                     self._stamp = stamp
         return self._by_id

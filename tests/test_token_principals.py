@@ -161,3 +161,16 @@ def test_token_list_json_escapes_del_c1_and_bidi_as_the_other_json_outputs_do(tm
     assert "p\\u007f\\u0085\\u202e\\u2066/*" in out
     assert not any(c in out for c in "\x7f\x85\u202e\u2066")
     assert json.loads(out)[0]["sessions"] == [pattern]
+
+
+def test_a_damaged_file_is_read_once_and_again_when_it_changes(tmp_path, monkeypatch):
+    path = str(tmp_path / "s.tokens")
+    a = tokens.add(path, "agent-a")
+    os.chmod(path, 0o644)
+    reads = []
+    real = tokens.read
+    monkeypatch.setattr(tokens, "read", lambda p: (reads.append(p), real(p))[1])
+    file = tokens.TokenFile(path)
+    assert [file.principal(a) for _ in range(5)] == [None] * 5 and len(reads) == 1
+    os.chmod(path, 0o600)
+    assert file.principal(a) is not None and len(reads) == 2

@@ -141,7 +141,7 @@ class BulkReplay:
         self.merged.clear()
         exact.sort(key=itemgetter(0))      # stable: each key's docnos stay in order, as a sort of the pairs leaves
         # them (each batch's pairs come sorted already: this sort merges the runs)
-        merge_records(self.tx, self.config.cut, records, lists, exact, _pairs(facets))
+        merge_records(self.tx, records, lists, exact, _pairs(facets))
 
     def _some_live(self, items: list[tuple[int, Message]], fields: Fields, dks: list[bytes], live: list[bool],
                    exact: list[tuple[bytes, bytes]], facets: dict[tuple[bytes, ...], list[bytes]]) -> None:

@@ -11,6 +11,7 @@ The other knobs only decide how fast a replay runs, never a byte.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .policy import MergePolicy
 
@@ -30,14 +31,13 @@ class IndexConfig:
     def __post_init__(self) -> None:
         if self.merge_at < 1 or self.chunk < 1 or self.build_batch < 1 or self.bulk_hold < 1:
             raise ValueError("merge_at, chunk, build_batch and bulk_hold must be at least 1")
-        if self.merge_spread is not None and self.merge_spread < 0:
-            raise ValueError("merge_spread must be at least 0")
+        _policy(self.merge_at, self.merge_spread)      # its knobs checked by the policy itself
 
     @property
     def policy(self) -> MergePolicy:
-        """When the live and the bulk writers merge pending records."""
-        spread = min(self.merge_at // 128, 16) if self.merge_spread is None else self.merge_spread
-        return MergePolicy(self.merge_at, spread)
+        """When the live and the bulk writers merge pending records (one value
+        for these knobs: every write transaction asks for it)."""
+        return _policy(self.merge_at, self.merge_spread)
 
     @property
     def cut(self) -> int:
@@ -47,6 +47,12 @@ class IndexConfig:
     def layout(self) -> str:
         """The knobs that decide bytes, as they go into the fingerprint."""
         return f"{self.policy.layout()} chunk={self.chunk}"
+
+
+@lru_cache(maxsize=16)
+def _policy(merge_at: int, merge_spread: int | None) -> MergePolicy:
+    spread = min(merge_at // 128, 16) if merge_spread is None else merge_spread
+    return MergePolicy(merge_at, spread)
 
 
 DEFAULT = IndexConfig()

@@ -83,10 +83,6 @@ class PostingLists:
             for key in self.keys():
                 merge_list(cur, *self.change(*key), self.cut)
 
-    def put(self, tx: Tx) -> None:
-        """Merge every list into the chunks stored (appended, into an empty ``postings``)."""
-        (self.write if tx.txn.stat(tx.db(POSTINGS))["entries"] else self.append)(tx)
-
     def append(self, tx: Tx) -> None:
         """Write the lists into an empty ``postings``: each cut into its chunks
         at once, every chunk appended in key order (pages filled, no search)."""
@@ -100,13 +96,10 @@ class PostingLists:
             raise AssertionError("posting chunks were not appended in key order")
 
 
-def merge_records(tx: Tx, cut: int, records: list[tuple[int, Record]], lists: PostingLists | ColumnLists | None = None,
-                  exact: list[tuple[bytes, bytes]] | None = None,
-                  facets: list[tuple[bytes, bytes]] | None = None) -> None:
+def merge_records(tx: Tx, records: list[tuple[int, Record]], lists: ColumnLists,
+                  exact: list[tuple[bytes, bytes]], facets: list[tuple[bytes, bytes]]) -> None:
     """Merge whole records (ascending docno) into postings, exact and facets,
-    with whatever ``lists``, ``exact`` and ``facets`` already hold."""
-    lists = lists or PostingLists(cut)
-    exact, facets = exact or [], facets or []
+    with what ``lists``, ``exact`` and ``facets`` already hold (a bulk replay's)."""
     for docno, rec in records:
         dk = docno_key(docno)
         for f, entry in enumerate(rec.fields):

@@ -11,7 +11,7 @@ import argparse
 import contextlib
 import gc
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from ..service import MemoryService, default_store_path
 
@@ -51,12 +51,6 @@ def paused_collector() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
-
-
-def collector_paused(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """``run(args)`` inside :func:`paused_collector`."""
-    with paused_collector():
-        return run(args)
 
 
 def store_path(args: argparse.Namespace) -> str:

@@ -14,7 +14,7 @@ from eventstore.errors import ConvMemError
 from eventstore.files import make_private_dir
 
 from ..replication import DEFAULT_REPLICAS, DEFAULT_STREAM, Settings, committer_factory, parse_settings
-from ._common import CommandError, check_usable, collector_paused, store_path
+from ._common import CommandError, check_usable, paused_collector, store_path
 
 if TYPE_CHECKING:
     from ..http_transport import HttpSettings
@@ -54,7 +54,8 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return collector_paused(_run, args)
+    with paused_collector():
+        return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:

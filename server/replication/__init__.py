@@ -1,8 +1,9 @@
 """Replication of the event log on NATS JetStream (``convmem serve --replicate``).
 
 The stream is the truth; this node's LMDB store is a materialized view of it.
-Nothing here imports ``nats`` at import time: :func:`open_committer` does,
-and only a replicated server calls it.  See docs/replication.md.
+Nothing here imports ``nats`` at import time: the committers made by
+:func:`committer_factory` and :func:`open_visitor` do, and only a replicated
+server or an import into a node's store calls them.  See docs/replication.md.
 
 * :mod:`.settings` — the flags, checked;
 * :mod:`.layout` — names: streams, subjects, message ids, the meta keys;
@@ -29,13 +30,6 @@ if TYPE_CHECKING:
     from .committer import ReplicatedCommitter
     from .generations import LiveEvents
 
-def open_committer(store: EventStore, settings: Settings, live: LiveEvents,
-                   exclusive: Callable) -> ReplicatedCommitter:
-    """The writer of a replicated store (imports nats)."""
-    from .committer import ReplicatedCommitter
-    return ReplicatedCommitter(store, settings, live, exclusive)
-
-
 def open_visitor(store: EventStore, settings: Settings) -> ReplicatedCommitter:
     """The writer of a process that writes a node's store for a while without serving it
     (an import): it follows the stream from the store's position, publishes each command
@@ -49,9 +43,10 @@ def open_visitor(store: EventStore, settings: Settings) -> ReplicatedCommitter:
 def committer_factory(settings: Settings) -> CommitterFactory:
     """What ``MemoryService(committer=…)`` takes to make a node of the stream ``settings`` name."""
     def make(store: EventStore, live: LiveEvents, exclusive: Callable) -> ReplicatedCommitter:
-        return open_committer(store, settings, live, exclusive)
+        from .committer import ReplicatedCommitter  # imports nats: only a replicated server gets here
+        return ReplicatedCommitter(store, settings, live, exclusive)
     return make
 
 
-__all__ = ["DEFAULT_REPLICAS", "DEFAULT_STREAM", "Settings", "committer_factory", "import_settings", "open_committer",
-           "open_visitor", "parse_settings"]
+__all__ = ["DEFAULT_REPLICAS", "DEFAULT_STREAM", "Settings", "committer_factory", "import_settings", "open_visitor",
+           "parse_settings"]

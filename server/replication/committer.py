@@ -191,7 +191,7 @@ class ReplicatedCommitter(Committer):
                 pass
             elif item[0] == "records":
                 try:
-                    self._apply(item[1], self._gather(item))
+                    self._apply(item[1], self._gather(item[1], item[2]))
                 except Exception as exc:               # the batch is read again from the stored position
                     self._failed("applying the stream's events failed", exc)
                     self.ready = False
@@ -219,22 +219,22 @@ class ReplicatedCommitter(Committer):
         """Wait up to ``timeout`` for one item: records are applied, anything else waits its turn."""
         batch = self.records(timeout)
         if batch is not None:
-            self._apply(batch[0], self._gather(("records", *batch)))
+            self._apply(batch[0], self._gather(*batch))
 
-    def _gather(self, item: tuple) -> list[Record]:
-        """The records of ``item`` and of the batches queued right behind it (one transaction
+    def _gather(self, generation: int, first: list[Record]) -> list[Record]:
+        """The records of ``first`` and of the batches of ``generation`` queued right behind it (one transaction
         for all: a catch-up applies at replay speed); what follows them waits its turn.  While
         the stream holds more (a catch-up), it waits up to ``GATHER_WAIT`` for them: a bulk
         transaction has a fixed cost (the term index's second process starts and is waited
         for), which a catch-up in transactions of one pull chunk would pay over and over."""
-        records, until = list(item[2]), time.monotonic() + GATHER_WAIT
+        records, until = list(first), time.monotonic() + GATHER_WAIT
         while len(records) < APPLY_BATCH and not self.deferred:
             wait = until - time.monotonic() if records[-1].pending else 0.0
             try:
                 following = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
-            if following[0] == "records" and following[1] == item[1]:
+            if following[0] == "records" and following[1] == generation:
                 records += following[2]
             else:
                 self.deferred.append(following)

@@ -26,11 +26,11 @@ Item = tuple[str, bytes, str]     # (subject, the event's bytes, its message id)
 def outgoing(stream: str, w: WriteTx, position: Position) -> list[Item]:
     """The events ``w`` appended, numbered on the stream from ``position`` on."""
     base, items = position.sequence, []
-    for i, (seq, _) in enumerate(w.appended):
+    for i, ((seq, _), event) in enumerate(zip(w.appended, w.appended_events)):
         if seq != position.offset + base + i + 1:
             raise CorruptStoreError("the local log and the stream number events differently")
         raw = bytes(w.txn.get(codec.seq_key(seq), db=w.db("events")) or b"")
-        subject = layout.event_subject(stream, position.generation, layout.message_of(codec.decode_event(raw)))
+        subject = layout.event_subject(stream, position.generation, layout.message_of(event))
         items.append((subject, raw, layout.event_id(base + i + 1, raw)))
     return items
 

@@ -155,11 +155,7 @@ class BrowserUI:
             return Visitor(DEFAULT, cookie)
         if subject is None or not subject.startswith(NAMED) or self._tokens is None:
             return None
-        try:
-            principal = self._tokens.named(subject[len(NAMED):])
-        except ConvMemError as exc:              # a damaged tokens file: named tokens refused until fixed
-            log.error("named tokens refused: %s", exc.message)
-            return None
+        principal = self._tokens.named(subject[len(NAMED):])
         return None if principal is None else Visitor(principal, cookie)
 
     def _subject(self, token: str) -> str | None:
@@ -168,11 +164,7 @@ class BrowserUI:
         if self.signer.token_matches(token):
             return DEFAULT.name
         parts = split(token)
-        try:
-            known = self._tokens is not None and parts is not None and self._tokens.principal(token) is not None
-        except ConvMemError as exc:
-            log.error("named tokens refused: %s", exc.message)
-            return None
+        known = self._tokens is not None and parts is not None and self._tokens.principal(token) is not None
         return NAMED + parts[0] if known and parts is not None else None
 
     def _signin_page(self, request: Request, error: str = "", status: int = 401) -> Response:
